@@ -1,0 +1,3 @@
+from fxctl.cli import main
+
+main()
