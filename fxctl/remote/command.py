@@ -38,7 +38,14 @@ class Raw:
             raise ValueError(f"Raw shell syntax {self.text!r} is not one of the allowed operators")
 
 
-Part = Union[str, int, float, Secret, Raw, "Command"]
+@dataclass(frozen=True)
+class AsArgument:
+    """A whole command passed as ONE quoted argument (for `sh -c`, `sudo sh -c`, `systemd-run ...`)."""
+
+    command: "Command"
+
+
+Part = Union[str, int, float, Secret, Raw, AsArgument, "Command"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class Command:
 
     def __post_init__(self):
         for part in self.parts:
-            if not isinstance(part, (str, int, float, Secret, Raw, Command)) or isinstance(part, bool):
+            if not isinstance(part, (str, int, float, Secret, Raw, AsArgument, Command)) or isinstance(part, bool):
                 raise TypeError(f"command part {part!r} has type {type(part).__name__}")
 
     def _render(self, reveal: bool) -> str:
@@ -62,9 +69,23 @@ class Command:
                 out.append(shlex.quote(part.value) if reveal else MASK)
             elif isinstance(part, Command):
                 out.append(part._render(reveal))
+            elif isinstance(part, AsArgument):
+                out.append(shlex.quote(part.command._render(reveal)))
             else:
                 out.append(shlex.quote(str(part)))
         return " ".join(out)
+
+    def secrets(self) -> list[str]:
+        """The secret values inside, so that outputs can be masked too."""
+        found: list[str] = []
+        for part in self.parts:
+            if isinstance(part, Secret):
+                found.append(part.value)
+            elif isinstance(part, Command):
+                found += part.secrets()
+            elif isinstance(part, AsArgument):
+                found += part.command.secrets()
+        return found
 
     def render(self) -> str:
         """The shell line to execute (secrets revealed)."""
@@ -99,6 +120,13 @@ class Command:
 def sh(*parts: Part, description: str = "") -> Command:
     """Build a command: `sh("mdadm", "--detail", "--export", device)`."""
     return Command(tuple(parts), description)
+
+
+def mask_secrets(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        if value:
+            text = text.replace(value, MASK)
+    return text
 
 
 def join(commands: Iterable[Command], op: str = "&&") -> Command:

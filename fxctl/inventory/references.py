@@ -1,0 +1,86 @@
+"""Checks across sections: references to undefined hosts, duplicates, roles that contradict use."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fxctl.inventory.source import Document, Problem
+
+
+def check_references(doc: Document) -> list[Problem]:
+    data = doc.data
+    hosts = set(data.get("hosts", {}) or {})
+    problems: list[Problem] = []
+
+    def need_host(path: tuple, name) -> None:
+        if isinstance(name, str) and name not in hosts:
+            problems.append(doc.problem(path, f"host '{name}' is not defined under hosts"
+                                        + (f" (defined: {', '.join(sorted(hosts))})" if hosts else "")))
+
+    endpoints: dict[tuple, str] = {}
+    for name, host in (data.get("hosts") or {}).items():
+        if isinstance(host, dict) and isinstance(host.get("address"), str):
+            port = host.get("port", (data.get("defaults") or {}).get("port", 22))
+            key = (host["address"], port)
+            if key in endpoints:
+                problems.append(doc.problem(("hosts", name, "address"),
+                                            f"{key[0]}:{key[1]} is already host '{endpoints[key]}'"))
+            endpoints[key] = name
+    for group, members in (data.get("groups") or {}).items():
+        if group in hosts:
+            problems.append(doc.problem(("groups", group), "a group cannot have the name of a host"))
+        for index, member in enumerate(members or []):
+            need_host(("groups", group, index), member)
+    problems += _check_arrays(doc, need_host)
+    network = data.get("network") or {}
+    for host in (network.get("interfaces") or {}):
+        need_host(("network", "interfaces", host), host)
+        for index, item in enumerate(network["interfaces"][host] or []):
+            if isinstance(item, dict) and not (item.get("netdev") or item.get("rdma_device")):
+                problems.append(doc.problem(("network", "interfaces", host, index),
+                                            "give netdev, rdma_device, or both"))
+            if isinstance(item, dict) and item.get("soft_roce") and not item.get("netdev"):
+                problems.append(doc.problem(("network", "interfaces", host, index, "soft_roce"),
+                                            "Soft-RoCE needs the netdev it runs on"))
+    for index, host in enumerate((data.get("serve") or {}).get("hosts") or []):
+        need_host(("serve", "hosts", index), host)
+    return problems
+
+
+def _check_arrays(doc: Document, need_host) -> list[Problem]:
+    problems: list[Problem] = []
+    arrays = doc.data.get("arrays") or []
+    seen_names: dict[str, int] = {}
+    seen_nqns: dict[str, int] = {}
+    mounts: dict[tuple, int] = {}
+    drives_on_target: dict[tuple, int] = defaultdict(int)
+    for index, array in enumerate(arrays):
+        if not isinstance(array, dict):
+            continue
+        path = ("arrays", index)
+        for key, seen in (("name", seen_names), ("nqn", seen_nqns)):
+            value = array.get(key)
+            if isinstance(value, str):
+                if value in seen:
+                    problems.append(doc.problem(path + (key,), f"'{value}' is also arrays[{seen[value]}].{key}"))
+                seen[value] = index
+        need_host(path + ("target",), array.get("target"))
+        for i, initiator in enumerate(array.get("initiators") or []):
+            need_host(path + ("initiators", i), initiator)
+            if initiator == array.get("target"):
+                problems.append(doc.problem(path + ("initiators", i), "the target cannot be its own initiator"))
+            mount = (array.get("filesystem") or {}).get("mount")
+            if isinstance(mount, str) and isinstance(initiator, str):
+                if (initiator, mount) in mounts:
+                    problems.append(doc.problem(path + ("filesystem", "mount"),
+                                                f"{mount} on {initiator} is also used by arrays[{mounts[(initiator, mount)]}]"))
+                mounts[(initiator, mount)] = index
+        for d, drive in enumerate(array.get("drives") or []):
+            if not isinstance(drive, dict):
+                continue
+            ident = drive.get("serial") or drive.get("by_id")
+            key = (array.get("target"), str(ident))
+            if ident is not None and key in drives_on_target:
+                problems.append(doc.problem(path + ("drives", d), f"drive {ident} is already used on {key[0]}"))
+            drives_on_target[key] = d
+    return problems

@@ -1,0 +1,55 @@
+"""Many hosts at once on a bounded pool: every host gets an outcome, whatever the others do."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
+
+from fxctl.errors import FxError
+from fxctl.inventory.model import Host
+from fxctl.remote.journal import RunJournal
+from fxctl.remote.session import HostSession, open_session
+
+T = TypeVar("T")
+DEFAULT_WORKERS = 16
+
+
+@dataclass
+class HostOutcome(Generic[T]):
+    host: str
+    ok: bool
+    value: T | None = None
+    error: str | None = None
+    hint: str | None = None
+    duration_s: float = 0.0
+
+
+def run_on_hosts(hosts: list[Host], work: Callable[[HostSession], T], *,
+                 journal: RunJournal | None = None, max_workers: int = DEFAULT_WORKERS,
+                 on_done: Callable[[HostOutcome], Any] | None = None) -> dict[str, HostOutcome[T]]:
+    """Connect to each host and call `work(session)`; the result dict has every host, in input order."""
+
+    def one(host: Host) -> HostOutcome[T]:
+        start = time.monotonic()
+        try:
+            with open_session(host, journal=journal) as session:
+                value = work(session)
+            outcome = HostOutcome(host.name, True, value=value)
+        except FxError as exc:
+            outcome = HostOutcome(host.name, False, error=exc.message, hint=exc.hint)
+        except Exception as exc:  # a bug on one host must not lose the others
+            outcome = HostOutcome(host.name, False, error=f"internal error: {exc!r}",
+                                  hint=traceback.format_exc(limit=3).strip().splitlines()[-1])
+        outcome.duration_s = time.monotonic() - start
+        if on_done:
+            on_done(outcome)
+        return outcome
+
+    if not hosts:
+        return {}
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
+        outcomes = list(pool.map(one, hosts))
+    return {o.host: o for o in outcomes}
