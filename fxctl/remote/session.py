@@ -49,6 +49,14 @@ class RunResult:
         return f"{self.host}: `{self.command}` {what}" + (f": {last}" if last else "")
 
 
+def as_sent(command: Command, host: Host, sudo: bool | None = None) -> Command:
+    """The command as sent to `host`: through `sudo -n sh -c` when the host needs sudo."""
+    use_sudo = host.sudo if sudo is None else sudo
+    if use_sudo and host.user != "root":
+        return sh("sudo", "-n", "--", "sh", "-c", AsArgument(command))
+    return command
+
+
 class CommandFailed(RemoteError):
     def __init__(self, result: RunResult):
         super().__init__(result.describe_failure(), "run with -v to see every command; the run journal has all output")
@@ -70,11 +78,7 @@ class HostSession:
         self.close()
 
     def wrap(self, command: Command, sudo: bool | None = None) -> Command:
-        """The command as sent: through `sudo -n sh -c` when the host needs sudo."""
-        use_sudo = self.host.sudo if sudo is None else sudo
-        if use_sudo and self.host.user != "root":
-            return sh("sudo", "-n", "--", "sh", "-c", AsArgument(command))
-        return command
+        return as_sent(command, self.host, sudo)
 
     def run(self, command: Command, *, timeout: float | None = None, check: bool = False,
             sudo: bool | None = None, stdin: str | None = None) -> RunResult:

@@ -1,0 +1,46 @@
+"""Facts: a command that reads state, and a pure parser of its output (golden-tested on real output)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from fxctl.errors import FxError
+from fxctl.remote.command import Command
+
+
+class FactError(FxError):
+    """A fact's command failed in a way its parser does not accept."""
+
+
+class Fact:
+    """Subclass with `command()` and a pure `parse(stdout)`; list in `ok_codes` the exit codes whose
+    output is meaningful (e.g. `test -e` or `grep` that may exit 1)."""
+
+    ok_codes: ClassVar[tuple[int, ...]] = (0,)
+    sudo: ClassVar[bool | None] = None
+
+    def command(self) -> Command:
+        raise NotImplementedError
+
+    def parse(self, stdout: str, exit_code: int = 0) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+def gather_facts(session, facts: dict[str, Fact], timeout: float = 60) -> dict[str, Any]:
+    """Run every fact on the host and parse it; FactError names the host, fact and output tail."""
+    values: dict[str, Any] = {}
+    for name, fact in facts.items():
+        result = session.run(fact.command(), timeout=timeout, sudo=fact.sudo)
+        if result.exit_code not in fact.ok_codes:
+            raise FactError(f"{session.host.name}: reading fact {name} failed: {result.describe_failure()}")
+        try:
+            values[name] = fact.parse(result.stdout, result.exit_code)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise FactError(f"{session.host.name}: cannot parse fact {name} ({type(fact).__name__}): {exc}",
+                            "this host's tool prints a format fxctl does not know; please report it "
+                            "with the output in the run journal") from None
+    return values

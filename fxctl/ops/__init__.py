@@ -1,0 +1,1 @@
+"""Operations per domain: generators of commands from desired state and facts."""
