@@ -1,0 +1,126 @@
+"""A table of bad inventories, each with its exact expected problem (file:line: key: message)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from fxctl.inventory import InventoryInvalid, load_inventory, load_inventory_text
+
+GOOD_HOSTS = """\
+version: 1
+hosts:
+  t1: {address: 192.0.2.1, roles: [target]}
+  i1: {address: 192.0.2.2, roles: [initiator]}
+"""
+
+ARRAY = """\
+arrays:
+  - name: kv
+    target: t1
+    nqn: nqn.2026-11.io.fxctl:kv
+    listen: {address: 198.51.100.1, port: 4420}
+    drives: [{serial: SN1}, {serial: SN2}]
+    initiators: [i1]
+    filesystem: {mount: /mnt/kv}
+"""
+
+CASES = [
+    ("unknown top-level key", GOOD_HOSTS + "hostz: {}\n",
+     "inv.yaml:5: hostz: unknown key; allowed here: version, defaults, hosts, groups, arrays, network, serve, lab"),
+    ("missing version", "hosts: {a: {address: 192.0.2.1}}\n",
+     "inv.yaml:1: missing required key 'version'"),
+    ("wrong version", "version: 2\nhosts: {a: {address: 192.0.2.1}}\n",
+     "inv.yaml:1: version: 2 is not allowed; one of: 1"),
+    ("wrong type", GOOD_HOSTS + "defaults: {sudo: 'yes'}\n",
+     "inv.yaml:5: defaults.sudo: must be true or false, got a string"),
+    ("port out of range", "version: 1\nhosts:\n  a: {address: 192.0.2.1, port: 0}\n",
+     "inv.yaml:3: hosts.a.port: must be between 1 and 65535, got 0"),
+    ("bad address", "version: 1\nhosts:\n  a: {address: 'x;y'}\n",
+     "inv.yaml:3: hosts.a.address: 'x;y' must be an IP address or a DNS host name"),
+    ("bad user", "version: 1\nhosts:\n  a: {address: 192.0.2.1, user: '-oProxyCommand=x'}\n",
+     "inv.yaml:3: hosts.a.user: '-oProxyCommand=x' must be a POSIX user name (lower-case letters, digits, _ and -)"),
+    ("bad role", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [gpu]}\n",
+     "inv.yaml:3: hosts.a.roles[0]: 'gpu' is not allowed; one of: target, initiator, server, client"),
+    ("duplicate key", "version: 1\nhosts:\n  a: {address: 192.0.2.1}\n  a: {address: 192.0.2.2}\n",
+     "inv.yaml:4: hosts.a: duplicate key (also on an earlier line); line 4 wins"),
+    ("duplicate endpoint", "version: 1\nhosts:\n  a: {address: 192.0.2.1}\n  b: {address: 192.0.2.1}\n",
+     "inv.yaml:4: hosts.b.address: 192.0.2.1:22 is already host 'a'"),
+    ("bad host key", "version: 1\nhosts:\n  a: {address: 192.0.2.1, host_key: 'MD5:aa:bb'}\n",
+     "inv.yaml:3: hosts.a.host_key: 'MD5:aa:bb' must be an OpenSSH public key line ('ssh-ed25519 AAAA...') "
+     "or a fingerprint 'SHA256:...'"),
+    ("malformed NQN", GOOD_HOSTS + ARRAY.replace("nqn.2026-11.io.fxctl:kv", "'nqn.2026-13.io.fxctl:kv'"),
+     "inv.yaml:8: arrays[0].nqn: 'nqn.2026-13.io.fxctl:kv' is not an NVMe Qualified Name: nqn.YYYY-MM."
+     "<reverse domain>[:<identifier>], lower-case domain, identifier of letters, digits and ._:@+-"),
+    ("NQN with shell syntax", GOOD_HOSTS + ARRAY.replace("nqn.2026-11.io.fxctl:kv", "'nqn.2026-11.io.fxctl:$(id)'"),
+     "inv.yaml:8: arrays[0].nqn: 'nqn.2026-11.io.fxctl:$(id)' is not an NVMe Qualified Name: nqn.YYYY-MM."
+     "<reverse domain>[:<identifier>], lower-case domain, identifier of letters, digits and ._:@+-"),
+    ("bad listen IP", GOOD_HOSTS + ARRAY.replace("198.51.100.1,", "198.51.100.256,"),
+     "inv.yaml:9: arrays[0].listen.address: '198.51.100.256' must be an IPv4 or IPv6 address"),
+    ("kernel device path", GOOD_HOSTS + ARRAY.replace("{serial: SN2}", "{by_id: /dev/nvme1n1}"),
+     "inv.yaml:10: arrays[0].drives[1].by_id: '/dev/nvme1n1' must be a /dev/disk/by-id/ path "
+     "(never /dev/nvmeXnY, which changes across boots)"),
+    ("drive twice", GOOD_HOSTS + ARRAY.replace("{serial: SN2}", "{serial: SN1}"),
+     "inv.yaml:10: arrays[0].drives[1]: drive SN1 is already used on t1"),
+    ("both serial and by_id", GOOD_HOSTS + ARRAY.replace("{serial: SN2}", "{serial: SN2, by_id: /dev/disk/by-id/x}"),
+     "inv.yaml:10: arrays[0].drives[1]: give exactly one of: serial, by_id (found serial, by_id)"),
+    ("undefined target", GOOD_HOSTS + ARRAY.replace("target: t1", "target: t9"),
+     "inv.yaml:7: arrays[0].target: host 't9' is not defined under hosts (defined: i1, t1)"),
+    ("undefined initiator", GOOD_HOSTS + ARRAY.replace("[i1]", "[i1, i2]"),
+     "inv.yaml:11: arrays[0].initiators[1]: host 'i2' is not defined under hosts (defined: i1, t1)"),
+    ("relative mount", GOOD_HOSTS + ARRAY.replace("/mnt/kv", "mnt/kv"),
+     "inv.yaml:12: arrays[0].filesystem.mount: 'mnt/kv' must be an absolute path other than / "
+     "(letters, digits and ._-), such as /mnt/kvtier"),
+    ("missing filesystem", GOOD_HOSTS + ARRAY.replace("    filesystem: {mount: /mnt/kv}\n", ""),
+     "inv.yaml:6: arrays[0]: missing required key 'filesystem'"),
+    ("bad transport", GOOD_HOSTS + ARRAY + "    transport: fc\n",
+     "inv.yaml:13: arrays[0].transport: 'fc' is not allowed; one of: rdma, tcp"),
+    ("bad interface name", GOOD_HOSTS + "network:\n  interfaces:\n    i1: [{netdev: 'eth0 up'}]\n",
+     "inv.yaml:7: network.interfaces.i1[0].netdev: 'eth0 up' must be a network interface name: 1-15 of "
+     "letters, digits and _.:- (not starting with - or .)"),
+    ("interface on unknown host", GOOD_HOSTS + "network:\n  interfaces:\n    zz: [{netdev: eth1}]\n",
+     "inv.yaml:7: network.interfaces.zz: host 'zz' is not defined under hosts (defined: i1, t1)"),
+    ("PFC priority range", GOOD_HOSTS + "network:\n  pfc_priority: 8\n  interfaces:\n    i1: [{netdev: eth1}]\n",
+     "inv.yaml:6: network.pfc_priority: must be between 0 and 7, got 8"),
+    ("bad size", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  l1_size: lots\n",
+     "inv.yaml:7: serve.l1_size: 'lots' must be a size in bytes or with a binary unit, such as 64K, 8GiB or 2TiB"),
+    ("invalid YAML", "version: 1\nhosts: [\n",
+     "inv.yaml:3: invalid YAML: expected the node content, but found '<stream end>'"),
+]
+
+
+@pytest.mark.parametrize("label,text,expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_inventory_names_file_line_key(label, text, expected):
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory_text(text, "inv.yaml")
+    problems = [str(p) for p in info.value.problems]
+    assert problems == [expected]
+
+
+def test_all_problems_are_reported_at_once():
+    text = textwrap.dedent("""\
+        version: 1
+        hosts:
+          a: {address: 'bad address', port: 0, colour: red}
+        """)
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory_text(text, "inv.yaml")
+    assert len(info.value.problems) == 3
+    assert info.value.exit_code == 2
+
+
+def test_example_inventory_is_valid(repo_root):
+    inventory = load_inventory(repo_root / "examples" / "inventory.yaml")
+    assert set(inventory.hosts) == {"stor1", "stor2", "gpu1", "gpu2"}
+    assert inventory.arrays[0].chunk_bytes == 65536
+    assert [h.name for h in inventory.select(["initiator"])] == ["gpu1", "gpu2"]
+
+
+def test_defaults_apply_and_hosts_override():
+    inventory = load_inventory_text(
+        "version: 1\ndefaults: {user: ops, sudo: true, port: 2222}\n"
+        "hosts:\n  a: {address: 192.0.2.1}\n  b: {address: 192.0.2.2, user: root, port: 22}\n")
+    a, b = inventory.hosts["a"], inventory.hosts["b"]
+    assert (a.user, a.sudo, a.port) == ("ops", True, 2222)
+    assert (b.user, b.sudo, b.port) == ("root", True, 22)
