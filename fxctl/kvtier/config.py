@@ -1,0 +1,61 @@
+"""The settings of a tier store, as one plain dataclass (rendered into LMCache's extra_config too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+PAGE_BYTES = 64 * KIB  # L2 allocation unit: every chunk starts on a 64 KiB boundary
+
+
+@dataclass
+class TierConfig:
+    """Where L2 lives and how big each tier is.
+
+    l1_bytes: DRAM budget of L1 (0 disables L1; puts then go straight to the write-behind queue).
+    l2_bytes: capacity of L2 on disk (0 disables L2); space is preallocated segment by segment.
+    """
+
+    l2_path: str = ""
+    l1_bytes: int = 1 * GIB
+    l2_bytes: int = 16 * GIB
+    segment_bytes: int = 1 * GIB
+    io_threads: int = 8
+    write_threads: int = 2
+    max_request_bytes: int = 64 * MIB      # larger chunks are read in pieces of this size
+    max_pending_bytes: int = 512 * MIB     # write-behind queue bound; beyond it puts wait
+    put_wait_s: float = 5.0                # how long a put waits for queue space before skipping L2
+    verify_reads: bool = True
+    durable: bool = True                   # fdatasync data and journal before a chunk counts as stored
+    checkpoint_records: int = 50_000       # journal records between manifest checkpoints
+    protected_share: float = 0.8           # share of L1 kept for chunks hit at least twice
+    promote_after_hits: int = 2            # L2 hits before a chunk is copied up into L1
+    direct_io: bool = True                 # O_DIRECT where the filesystem allows it
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> "TierConfig":
+        """Build from a flat mapping (e.g. LMCache extra_config), converting types; unknown keys ignored."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in values:
+                continue
+            raw = values[f.name]
+            default = getattr(cls, f.name)
+            if isinstance(default, bool):
+                kwargs[f.name] = raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                kwargs[f.name] = int(float(raw))
+            elif isinstance(default, float):
+                kwargs[f.name] = float(raw)
+            else:
+                kwargs[f.name] = str(raw)
+        return cls(**kwargs)
+
+
+def padded(nbytes: int, unit: int = PAGE_BYTES) -> int:
+    """nbytes rounded up to a whole number of units."""
+    return -(-nbytes // unit) * unit

@@ -1,0 +1,337 @@
+"""TierStore: the public API of the KV tier over opaque chunks (a string key and a buffer of known size).
+
+put      copies (or borrows) a chunk into L1 and queues it for write-behind to L2
+contains how many of an ordered list of keys, from the first, are stored (prefix semantics)
+get_into fills the caller's buffers, L1 first, then L2 reads issued in parallel
+remove, pin/unpin, flush, stats, close
+
+Errors of L2 never reach the caller: they are misses or skipped writes, counted in stats().
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
+from fxctl.kvtier.config import TierConfig, padded
+from fxctl.kvtier.dram import DramPool, L1Chunk
+from fxctl.kvtier.l2 import L2Tier
+from fxctl.kvtier.metrics import TierMetrics
+
+log = logging.getLogger(__name__)
+
+
+class PendingWrite:
+    """A chunk queued for L2; `cancelled` once removed or put again (the writer then drops it)."""
+
+    __slots__ = ("key", "buf", "nbytes", "meta", "release", "cancelled")
+
+    def __init__(self, key: str, buf: memoryview, nbytes: int, meta: bytes,
+                 release: Callable[[], None] | None):
+        self.key, self.buf, self.nbytes, self.meta, self.release = key, buf, nbytes, meta, release
+        self.cancelled = False
+
+
+class TierStore:
+    def __init__(self, cfg: TierConfig):
+        self.cfg = cfg
+        self.metrics = TierMetrics()
+        self.pool = BufferPool()
+        self.l1 = DramPool(cfg.l1_bytes, cfg.protected_share)
+        self.l2 = L2Tier(cfg, self.metrics, self.pool) if cfg.l2_bytes > 0 and cfg.l2_path else None
+        self._lock = threading.Lock()
+        self._pins: Counter[str] = Counter()
+        self._pending: dict[str, PendingWrite] = {}
+        self._queue: deque[PendingWrite] = deque()
+        self._queued_bytes = 0
+        self._cond = threading.Condition(self._lock)
+        self._closed = False
+        self._readers = ThreadPoolExecutor(max(1, cfg.io_threads), thread_name_prefix="kvtier-read")
+        self._writers = [threading.Thread(target=self._write_loop, name=f"kvtier-write-{i}", daemon=True)
+                         for i in range(max(1, cfg.write_threads) if self.l2 else 0)]
+        for t in self._writers:
+            t.start()
+
+    # -- put --------------------------------------------------------------------------------------
+    def put(self, key: str, data, meta: bytes = b"", release: Callable[[], None] | None = None) -> bool:
+        """Store a chunk. Without `release` the bytes are copied now; with it the buffer is borrowed
+        (it must stay unchanged) until `release()` is called once the store is done with it.
+        Returns False if the chunk could be kept in no tier."""
+        t0 = time.perf_counter()
+        src = memoryview(data).cast("B")
+        nbytes = len(src)
+        borrowed = release is not None and nbytes % ALIGN == 0 and is_aligned(src)
+        if borrowed:
+            buf = src
+        else:
+            buf = self.pool.take(padded(nbytes, ALIGN))
+            buf[:nbytes] = src
+            if release is not None:
+                release()
+                release = None
+        kept = self._keep_in_l1(key, buf, nbytes, meta, borrowed)
+        queued = self._enqueue(PendingWrite(key, buf, nbytes, meta, release)) if self.l2 else False
+        if not kept and not queued:
+            self._give_back(buf, release)
+        self.metrics.add("puts")
+        self.metrics.observe("put", time.perf_counter() - t0)
+        return kept or queued
+
+    def _keep_in_l1(self, key: str, buf: memoryview, nbytes: int, meta: bytes, borrowed: bool) -> bool:
+        if borrowed or self.cfg.l1_bytes <= 0:
+            return False
+        with self._lock:
+            inserted, free = self._insert_l1_locked(key, L1Chunk(buf, nbytes, meta))
+        for b in free:
+            self.pool.give(b)
+        return inserted
+
+    def _insert_l1_locked(self, key: str, chunk: L1Chunk, protected: bool = False) -> tuple[bool, list]:
+        """Insert into L1; returns (inserted, evicted buffers that nobody holds any more)."""
+        inserted, evicted = self.l1.insert(key, chunk, self._is_pinned, protected=protected)
+        free = []
+        for old_key, old in evicted:
+            self.metrics.add("l1_evictions")
+            writing = self._pending.get(old_key)
+            if writing is not None and writing.buf is old.buf:
+                continue  # the write-behind still holds this buffer (demotion in flight); it frees it
+            if old.buf is not chunk.buf:
+                free.append(old.buf)
+        return inserted, free
+
+    def _enqueue(self, item: PendingWrite) -> bool:
+        size = len(item.buf)
+        deadline = time.monotonic() + self.cfg.put_wait_s
+        with self._cond:
+            while self._queued_bytes + size > self.cfg.max_pending_bytes and self._queued_bytes and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.metrics.add("l2_skipped_writes")
+                    self.metrics.add("l2_queue_full")
+                    return False
+                self._cond.wait(left)
+            if self._closed:
+                return False
+            old = self._pending.get(item.key)
+            if old is not None:
+                old.cancelled = True  # superseded: the writer drops it
+            self._pending[item.key] = item
+            self._queue.append(item)
+            self._queued_bytes += size
+            self._cond.notify_all()
+        return True
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch, batch_bytes = [], 0
+                while self._queue and (not batch or batch_bytes < 256 * 1024 * 1024) and len(batch) < 64:
+                    item = self._queue.popleft()
+                    batch.append(item)
+                    batch_bytes += len(item.buf)
+            self._write_batch(batch)
+
+    def _write_batch(self, batch: list[PendingWrite]) -> None:
+        live = [w for w in batch if not w.cancelled]
+        t0 = time.perf_counter()
+        ok = self.l2.store([(w.key, w.buf, w.nbytes, w.meta) for w in live], self._is_pinned,
+                           wanted=lambda i: not live[i].cancelled) if live else []
+        if live:
+            self.metrics.observe("l2_write", time.perf_counter() - t0)
+        for w, stored in zip(live, ok):
+            if not stored:
+                log.debug("kvtier: %s not written to L2", w.key)
+        with self._cond:
+            for w in batch:
+                self._queued_bytes -= len(w.buf)
+                if self._pending.get(w.key) is w:
+                    del self._pending[w.key]
+                chunk = self.l1.peek(w.key)
+                if chunk is not None and chunk.buf is w.buf:
+                    chunk.in_l2 = True
+                    w.buf = None
+            self._cond.notify_all()
+        for w in batch:
+            if w.buf is not None:
+                self._give_back(w.buf, w.release)
+
+    def _give_back(self, buf: memoryview, release: Callable[[], None] | None) -> None:
+        if release is not None:
+            release()
+        else:
+            self.pool.give(buf)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write-behind has finished; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._queued_bytes:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    # -- lookups ----------------------------------------------------------------------------------
+    def contains(self, keys: Sequence[str], pin: bool = False) -> int:
+        """How many of keys, from the first, are stored; with pin, those are pinned (unpin them later)."""
+        t0 = time.perf_counter()
+        n = 0
+        with self._lock:
+            for key in keys:
+                if key not in self.l1 and key not in self._pending and not (self.l2 and self.l2.contains(key)):
+                    break
+                if pin:
+                    self._pins[key] += 1
+                n += 1
+        self.metrics.observe("contains", time.perf_counter() - t0)
+        return n
+
+    def size_of(self, key: str) -> tuple[int, bytes] | None:
+        """(nbytes, meta) of a stored chunk, or None."""
+        with self._lock:
+            chunk = self.l1.peek(key)
+            if chunk is not None:
+                return chunk.nbytes, chunk.meta
+            pending = self._pending.get(key)
+            if pending is not None:
+                return pending.nbytes, pending.meta
+        return self.l2.meta(key) if self.l2 else None
+
+    def get_into(self, keys: Sequence[str], buffers: Sequence) -> list[int | None]:
+        """Fill buffers[i] with chunk keys[i]; returns its size, or None for a miss."""
+        results: list[int | None] = [None] * len(keys)
+        l2_jobs = []
+        for i, (key, out) in enumerate(zip(keys, buffers)):
+            dest = memoryview(out).cast("B")
+            t0 = time.perf_counter()
+            n = self._get_dram(key, dest)
+            if n is not None:
+                results[i] = n
+                self.metrics.add("l1_hits")
+                self.metrics.add("l1_bytes_read", n)
+                self.metrics.observe("get_l1", time.perf_counter() - t0)
+            elif self.l2 is not None:
+                self.metrics.add("l1_misses")
+                l2_jobs.append((i, key, dest, self._readers.submit(self._get_l2, key, dest)))
+            else:
+                self.metrics.add("l1_misses")
+        for i, key, dest, fut in l2_jobs:
+            n = fut.result()
+            results[i] = n
+            if n is not None and self.l2.hits(key) >= self.cfg.promote_after_hits:
+                self._promote(key, dest, n)
+        return results
+
+    def _get_dram(self, key: str, dest: memoryview) -> int | None:
+        with self._lock:
+            chunk = self.l1.touch(key)
+            if chunk is None:
+                pending = self._pending.get(key)
+                if pending is None:
+                    return None
+                chunk = L1Chunk(pending.buf, pending.nbytes, pending.meta)
+            if len(dest) < chunk.nbytes:
+                return None
+            dest[:chunk.nbytes] = chunk.buf[:chunk.nbytes]
+            return chunk.nbytes
+
+    def _get_l2(self, key: str, dest: memoryview) -> int | None:
+        t0 = time.perf_counter()
+        n = self.l2.read(key, dest)
+        if n is None:
+            self.metrics.add("l2_misses")
+            return None
+        self.metrics.add("l2_hits")
+        self.metrics.add("l2_bytes_read", n)
+        self.metrics.observe("get_l2", time.perf_counter() - t0)
+        return n
+
+    def _promote(self, key: str, src: memoryview, nbytes: int) -> None:
+        """Copy a chunk reused from L2 up into L1 (it already is in L2: no write-behind)."""
+        if self.cfg.l1_bytes <= 0 or not self.l1.fits(padded(nbytes, ALIGN)):
+            return
+        meta = self.l2.meta(key)
+        buf = self.pool.take(padded(nbytes, ALIGN))
+        buf[:nbytes] = src[:nbytes]
+        with self._lock:
+            if key in self.l1:
+                inserted, free = False, []
+            else:
+                inserted, free = self._insert_l1_locked(
+                    key, L1Chunk(buf, nbytes, meta[1] if meta else b"", True), protected=True)
+        for b in free:
+            self.pool.give(b)
+        if inserted:
+            self.metrics.add("l2_promotions")
+        else:
+            self.pool.give(buf)
+
+    # -- pins, removal ----------------------------------------------------------------------------
+    def _is_pinned(self, key: str) -> bool:
+        return self._pins.get(key, 0) > 0
+
+    def pin(self, key: str) -> bool:
+        with self._lock:
+            if key not in self.l1 and key not in self._pending and not (self.l2 and self.l2.contains(key)):
+                return False
+            self._pins[key] += 1
+            return True
+
+    def unpin(self, key: str) -> bool:
+        with self._lock:
+            if self._pins.get(key, 0) <= 0:
+                return False
+            self._pins[key] -= 1
+            if not self._pins[key]:
+                del self._pins[key]
+            return True
+
+    def remove(self, key: str) -> bool:
+        with self._lock:
+            chunk = self.l1.remove(key)
+            pending = self._pending.pop(key, None)
+            if pending is not None:
+                pending.cancelled = True
+        if chunk is not None and (pending is None or pending.buf is not chunk.buf):
+            self.pool.give(chunk.buf)
+        in_l2 = self.l2.remove(key) if self.l2 else False
+        return chunk is not None or pending is not None or in_l2
+
+    # -- stats, close -----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        snap = self.metrics.snapshot()
+        with self._lock:
+            l1 = {"chunks": len(self.l1), "used_bytes": self.l1.used, "budget_bytes": self.l1.budget,
+                  "protected_bytes": self.l1.protected_used}
+            pending = {"chunks": len(self._pending), "bytes": self._queued_bytes}
+            pins = len(self._pins)
+        return {"l1": l1, "l2": self.l2.usage() if self.l2 else None, "write_behind": pending,
+                "pinned_chunks": pins, "recovery": self.l2.recovery if self.l2 else None, **snap}
+
+    def close(self) -> None:
+        """Finish queued writes, checkpoint the index and release everything."""
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for t in self._writers:
+            t.join()
+        self._readers.shutdown(wait=True)
+        if self.l2 is not None:
+            self.l2.close()
+
+    def __enter__(self) -> "TierStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
