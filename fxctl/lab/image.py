@@ -1,0 +1,112 @@
+"""The lab image (vmlinux + initramfs) in the cache, built once per recipe key."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from fxctl.lab import hosttools
+from fxctl.lab.guest_files import write_overlay
+from fxctl.lab.kernel import check_host_suite, download_kernel, trim_modules, vmlinux_from_bzimage
+from fxctl.lab.paths import cache_root
+from fxctl.lab.recipe import Recipe, current_recipe
+from fxctl.lab.rootfs import mmdebstrap_argv, pack_initramfs, run_mmdebstrap
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabImage:
+    key: str
+    folder: Path
+
+    @property
+    def vmlinux(self) -> Path:
+        return self.folder / "vmlinux"
+
+    @property
+    def initramfs(self) -> Path:
+        return self.folder / "initramfs.cpio.zst"
+
+    @property
+    def manifest(self) -> Path:
+        return self.folder / "manifest.json"
+
+    def is_complete(self) -> bool:
+        return self.vmlinux.is_file() and self.initramfs.is_file() and self.manifest.is_file()
+
+    def describe(self) -> dict:
+        return json.loads(self.manifest.read_text()) if self.manifest.is_file() else {}
+
+
+def image_for(recipe: Recipe) -> LabImage:
+    key = recipe.key()
+    return LabImage(key=key, folder=cache_root() / key)
+
+
+def ensure_image(*, force: bool = False, install_deps: bool = False, progress: Progress) -> LabImage:
+    """The cached image for the current recipe, building it first when absent (or when forced)."""
+    hosttools.require(hosttools.BUILD_TOOLS, install=install_deps, progress=progress)
+    check_host_suite()
+    recipe = current_recipe()
+    image = image_for(recipe)
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with _build_lock(image):
+        if image.is_complete() and not force:
+            progress(f"image {image.key}: cached in {image.folder}")
+            return image
+        _build(recipe, image, progress)
+    return image
+
+
+@contextmanager
+def _build_lock(image: LabImage):
+    with open(cache_root() / f"{image.key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _build(recipe: Recipe, image: LabImage, progress: Progress) -> None:
+    started = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{image.key}.build-", dir=cache_root()))
+    try:
+        staged = scratch / "image"
+        staged.mkdir()
+        progress(f"kernel: downloading {recipe.kernel.package} {recipe.kernel.version}")
+        kernel_root = download_kernel(recipe.kernel, scratch / "deb")
+        bzimage = kernel_root / "boot" / f"vmlinuz-{recipe.kernel.abi}"
+        (staged / "vmlinux").write_bytes(vmlinux_from_bzimage(bzimage.read_bytes()))
+        modules = kernel_root / "lib" / "modules" / recipe.kernel.abi
+        trim_modules(modules)
+        overlay = scratch / "overlay"
+        write_overlay(overlay)
+        progress(f"rootfs: mmdebstrap {len(recipe.packages)} packages (about a minute)")
+        rootfs_tar = scratch / "rootfs.tar"
+        run_mmdebstrap(mmdebstrap_argv(recipe.packages, recipe.kernel, modules, overlay, rootfs_tar),
+                       scratch / "mmdebstrap.log")
+        progress("initramfs: packing rootfs as zstd cpio")
+        pack_initramfs(rootfs_tar, staged / "initramfs.cpio.zst")
+        _write_manifest(staged, recipe, time.monotonic() - started)
+        if image.folder.exists():
+            shutil.rmtree(image.folder)
+        staged.rename(image.folder)
+        progress(f"image {image.key}: built in {time.monotonic() - started:.0f} s")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_manifest(folder: Path, recipe: Recipe, seconds: float) -> None:
+    manifest = {
+        "key": recipe.key(), "kernel": recipe.kernel.package, "kernel_version": recipe.kernel.version,
+        "abi": recipe.kernel.abi, "packages": list(recipe.packages), "build_seconds": round(seconds, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sizes": {p.name: p.stat().st_size for p in folder.iterdir()},
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
