@@ -48,7 +48,7 @@ def run_main(args, monkeypatch, capsys):
 def test_inventory_check_ok(repo_root, monkeypatch, capsys):
     code, out, _ = run_main(["-i", str(repo_root / "examples/inventory.yaml"), "inventory", "check"],
                             monkeypatch, capsys)
-    assert code == 0 and "valid (4 hosts, 1 arrays)" in out
+    assert code == 0 and "valid (4 hosts, 2 arrays)" in out
 
 
 def test_inventory_check_bad_exits_2_with_file_line_key(tmp_path, monkeypatch, capsys):

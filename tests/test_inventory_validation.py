@@ -67,8 +67,13 @@ CASES = [
      "inv.yaml:10: arrays[0].drives[1]: give exactly one of: serial, by_id (found serial, by_id)"),
     ("undefined target", GOOD_HOSTS + ARRAY.replace("target: t1", "target: t9"),
      "inv.yaml:7: arrays[0].target: host 't9' is not defined under hosts (defined: i1, t1)"),
-    ("undefined initiator", GOOD_HOSTS + ARRAY.replace("[i1]", "[i1, i2]"),
-     "inv.yaml:11: arrays[0].initiators[1]: host 'i2' is not defined under hosts (defined: i1, t1)"),
+    ("undefined initiator", GOOD_HOSTS + ARRAY.replace("[i1]", "[i2]"),
+     "inv.yaml:11: arrays[0].initiators[0]: host 'i2' is not defined under hosts (defined: i1, t1)"),
+    ("two initiators on one array", GOOD_HOSTS.replace("i1: {address: 192.0.2.2, roles: [initiator]}",
+                                                       "i1: {address: 192.0.2.2}\n  i2: {address: 192.0.2.3}")
+     + ARRAY.replace("[i1]", "[i1, i2]"),
+     "inv.yaml:12: arrays[0].initiators: one initiator per array: md RAID0 + XFS is not a shared filesystem, "
+     "two hosts mounting it would corrupt it; give each initiator its own array"),
     ("relative mount", GOOD_HOSTS + ARRAY.replace("/mnt/kv", "mnt/kv"),
      "inv.yaml:12: arrays[0].filesystem.mount: 'mnt/kv' must be an absolute path other than / "
      "(letters, digits and ._-), such as /mnt/kvtier"),

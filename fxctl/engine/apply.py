@@ -93,6 +93,12 @@ def converge_host(session: HostSession, recipe: Recipe, *, check: bool, timeout:
     host = session.host
     facts = gather_facts(session, recipe.facts(host))
     steps = recipe.plan(host, facts)
+    refusals = [s for s in steps if s.refusal]
+    if refusals:
+        reports = [StepReport(s.name, Status.FAILED if s.refusal else Status.SKIPPED, s.refusal or
+                              "not run: the plan for this host was refused") for s in steps]
+        return HostReport(host.name, Status.FAILED, reports, error="; ".join(s.refusal for s in refusals),
+                          hint="nothing was changed on this host", facts=facts)
     if check:
         reports = [StepReport(s.name, Status.PENDING if s.changes else Status.OK, s.reason,
                               [c.masked() for c in s.commands]) for s in steps]

@@ -18,13 +18,18 @@ class Step:
     commands: list[Command] = field(default_factory=list)
     reason: str = ""
     destructive: bool = False
+    refusal: str = ""      # set when reaching the desired state would need something not allowed
+
+    @classmethod
+    def refuse(cls, name: str, why: str) -> "Step":
+        return cls(name, [], "", False, why)
 
     @property
     def changes(self) -> bool:
         return bool(self.commands)
 
     def to_dict(self, verbose: bool = True) -> dict:
-        out = {"step": self.name, "changes": self.changes, "reason": self.reason}
+        out = {"step": self.name, "changes": self.changes, "reason": self.reason or self.refusal}
         if verbose:
             out["commands"] = [c.masked() for c in self.commands]
         return out
@@ -41,12 +46,19 @@ class HostPlan:
         return [s for s in self.steps if s.changes]
 
 
+class Refused(Exception):
+    """Raised inside an operation: the desired state can't be reached without consent (e.g. data)."""
+
+
 def run_operation(name: str, operation: Operation, destructive: bool = False) -> Step:
-    """Drain an operation generator into a Step; its return value is the 'nothing to do' reason."""
+    """Drain an operation generator into a Step; its return value is the 'nothing to do' reason.
+    An operation that raises Refused becomes a refusing step: the host's plan is not applied."""
     commands: list[Command] = []
     while True:
         try:
             commands.append(next(operation))
+        except Refused as refusal:
+            return Step.refuse(name, str(refusal))
         except StopIteration as stop:
             reason = stop.value or ("" if commands else "already as desired")
             return Step(name, commands, reason, destructive)

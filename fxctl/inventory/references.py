@@ -65,6 +65,10 @@ def _check_arrays(doc: Document, need_host) -> list[Problem]:
                     problems.append(doc.problem(path + (key,), f"'{value}' is also arrays[{seen[value]}].{key}"))
                 seen[value] = index
         need_host(path + ("target",), array.get("target"))
+        if isinstance(array.get("initiators"), list) and len(array["initiators"]) > 1:
+            problems.append(doc.problem(path + ("initiators",),
+                                        "one initiator per array: md RAID0 + XFS is not a shared filesystem, "
+                                        "two hosts mounting it would corrupt it; give each initiator its own array"))
         for i, initiator in enumerate(array.get("initiators") or []):
             need_host(path + ("initiators", i), initiator)
             if initiator == array.get("target"):
