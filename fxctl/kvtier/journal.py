@@ -21,7 +21,8 @@ MANIFEST_MAGIC = 0x4B564D31  # "KVM1"
 OP_PUT, OP_DEL = 1, 2
 
 _HEAD = struct.Struct("<III")         # magic, payload length, crc32 of payload
-_BODY = struct.Struct("<BHIIQIHH")    # op, segment, page, pages, nbytes, chunk crc, key len, meta len
+_BODY = struct.Struct("<BBHIIQQHH")   # op, checksum algorithm, segment, page, pages, nbytes, checksum,
+                                      # key len, meta len
 _MANIFEST_HEAD = struct.Struct("<IIQQI")  # magic, version, generation, records, crc32 of body
 
 
@@ -33,17 +34,18 @@ class ChunkLocation:
     page: int
     pages: int
     nbytes: int
-    crc: int
+    crc: int          # checksum of the chunk's nbytes, by `algorithm` (fxctl.kvtier.checksum)
     meta: bytes = b""
+    algorithm: int = 1
 
 
 def encode(op: int, key: str, loc: ChunkLocation | None = None) -> bytes:
     """One whole journal record (header and payload)."""
     kb = key.encode()
     if loc is None:
-        payload = _BODY.pack(op, 0, 0, 0, 0, 0, len(kb), 0) + kb
+        payload = _BODY.pack(op, 0, 0, 0, 0, 0, 0, len(kb), 0) + kb
     else:
-        payload = _BODY.pack(op, loc.segment, loc.page, loc.pages, loc.nbytes, loc.crc,
+        payload = _BODY.pack(op, loc.algorithm, loc.segment, loc.page, loc.pages, loc.nbytes, loc.crc,
                              len(kb), len(loc.meta)) + kb + loc.meta
     return _HEAD.pack(RECORD_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
@@ -61,11 +63,11 @@ def decode_all(data: bytes) -> tuple[list[tuple[int, str, ChunkLocation | None]]
         payload = view[start:start + length]
         if zlib.crc32(payload) != crc:
             break
-        op, seg, page, pages, nbytes, ccrc, klen, mlen = _BODY.unpack_from(payload, 0)
+        op, algo, seg, page, pages, nbytes, ccrc, klen, mlen = _BODY.unpack_from(payload, 0)
         key = bytes(payload[_BODY.size:_BODY.size + klen]).decode()
         if op == OP_PUT:
             meta = bytes(payload[_BODY.size + klen:_BODY.size + klen + mlen])
-            records.append((op, key, ChunkLocation(seg, page, pages, nbytes, ccrc, meta)))
+            records.append((op, key, ChunkLocation(seg, page, pages, nbytes, ccrc, meta, algo)))
         elif op == OP_DEL:
             records.append((op, key, None))
         else:

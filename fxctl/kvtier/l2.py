@@ -11,11 +11,11 @@ import logging
 import os
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from typing import Callable
 
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
+from fxctl.kvtier.checksum import available, checksum, default_algorithm
 from fxctl.kvtier.config import PAGE_BYTES, TierConfig, padded
 from fxctl.kvtier.extents import ExtentAllocator
 from fxctl.kvtier.journal import OP_DEL, OP_PUT, ChunkLocation, Journal, encode
@@ -51,6 +51,7 @@ class L2Tier:
         self.allocators: dict[int, ExtentAllocator] = {}
         self._lock = threading.Lock()
         self._grow_blocked_at = 0.0
+        self.algorithm = default_algorithm()
         self.recovery: dict = {}
         self._recover()
 
@@ -98,8 +99,10 @@ class L2Tier:
             loc = entry.loc
         ok = False
         try:
+            if self.cfg.verify_reads and not available(loc.algorithm):
+                raise OSError(95, f"checksum algorithm {loc.algorithm} not available (install xxhash)")
             self._read_location(loc, dest)
-            if self.cfg.verify_reads and zlib.crc32(dest[:loc.nbytes]) != loc.crc:
+            if self.cfg.verify_reads and checksum(loc.algorithm, dest[:loc.nbytes]) != loc.crc:
                 self.metrics.add("l2_checksum_failures")
                 log.error("kvtier L2: checksum mismatch for %s (segment %d page %d); dropped",
                           key, loc.segment, loc.page)
@@ -147,13 +150,13 @@ class L2Tier:
                 if where is None:
                     self.metrics.add("l2_skipped_writes")
                     continue
-                loc = ChunkLocation(where[0], where[1], pages, nbytes, 0, meta)
+                loc = ChunkLocation(where[0], where[1], pages, nbytes, 0, meta, self.algorithm)
                 placed.append((i, key, loc, buf))
         written: list[tuple[int, str, ChunkLocation]] = []
         for i, key, loc, buf in placed:
             try:
                 self.files.write_from(loc.segment, loc.page * PAGE_BYTES, buf[:padded(loc.nbytes, ALIGN)])
-                loc.crc = zlib.crc32(buf[:loc.nbytes])
+                loc.crc = checksum(loc.algorithm, buf[:loc.nbytes])
                 written.append((i, key, loc))
             except OSError as exc:
                 self._count_write_error(exc, key)
