@@ -7,7 +7,6 @@ hours of modelled serving take seconds.
 from __future__ import annotations
 
 import itertools
-import random
 import statistics
 from collections import deque
 from dataclasses import dataclass
@@ -61,10 +60,11 @@ def run_closed_loop(engine: Engine, prompts: list[list[int]], concurrency: int, 
 
     def submit() -> None:
         prompt = queue.popleft()
-        req = SimRequest(f"{label}-{next(ids)}", prompt, output_tokens, arrival=engine.now,
-                         block_keys=keys_cache.get(id(prompt), []))
+        known = keys_cache.get(id(prompt))
+        keys = known[1] if known and known[0] is prompt else []
+        req = SimRequest(f"{label}-{next(ids)}", prompt, output_tokens, arrival=engine.now, block_keys=keys)
         engine.add_request(req)
-        keys_cache[id(prompt)] = req.block_keys
+        keys_cache[id(prompt)] = (prompt, req.block_keys)  # holding the prompt keeps its id unique
 
     for _ in range(min(concurrency, len(queue))):
         submit()
@@ -81,17 +81,20 @@ def run_closed_loop(engine: Engine, prompts: list[list[int]], concurrency: int, 
     return RunSummary.of(done, engine.now - start, engine.stats.preemptions - preempted_before)
 
 
+GOLDEN = 0.6180339887498949
+
+
 def distinct_prompts(count: int, mean_tokens: int, spread: float = 0.0, seed: int = 0) -> list[list[int]]:
     """Prompts that share no prefix (each starts with its own token, so chained hashes differ from block 0).
 
-    Lengths are uniform in mean x [1 - spread, 1 + spread], drawn from a seeded generator: the same
-    arguments give the same prompts.
+    Lengths cover mean x [1 - spread, 1 + spread] evenly in a scrambled order (a golden-ratio sequence), so
+    clients fall out of step as with real prompts, yet the mean is the mean and runs are repeatable.
     """
-    rng = random.Random(seed)
     longest = int(mean_tokens * (1 + spread)) + 1
     body = [(7919 * i) % 151_000 + 10 for i in range(longest)]
     prompts = []
     for n in range(count):
-        length = max(2, round(mean_tokens * rng.uniform(1 - spread, 1 + spread)))
+        position = ((n + 1) * GOLDEN + seed * 0.1) % 1.0
+        length = max(2, round(mean_tokens * (1 - spread + 2 * spread * position)))
         prompts.append([150_000 + (seed * 7 + n) % 1900, n, *body[:length - 2]])
     return prompts
