@@ -20,6 +20,7 @@ class ScheduledWork:
 
     new_tokens: int
     context: int
+    prefill: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class FixedDelayModel:
     def step_seconds(self, work: list[ScheduledWork]) -> float:
         if not work:
             return 0.0
-        prefill = any(w.new_tokens > 1 or w.context == 0 for w in work)
+        prefill = any(w.prefill for w in work)
         return self.ttft_s if prefill else self.tpot_s
 
 

@@ -88,7 +88,7 @@ class Engine:
         work = self._schedule()
         if not work:
             return self._wait_for_loads()
-        duration = self.model.step_seconds([ScheduledWork(n, r.computed) for r, n in work])
+        duration = self.model.step_seconds([ScheduledWork(n, r.computed, r.in_prefill) for r, n in work])
         self.now += duration
         result = StepResult(duration)
         for req, n in work:
