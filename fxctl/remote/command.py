@@ -145,3 +145,9 @@ def write_file(path: str, content: str, mode: str | None = None) -> Command:
     if mode:
         cmd = cmd.then(sh("chmod", mode, tmp))
     return cmd.then(sh("mv", "-f", tmp, path)).describe(f"write {path}")
+
+
+def script(body: str, *args: Part, description: str = "") -> Command:
+    """A constant shell script written in fxctl's code, with data passed as quoted positional arguments:
+    `sh -c BODY fxctl ARG1 ARG2` (inside BODY: "$1", "$2" or "$@"). BODY never holds inventory data."""
+    return Command(("sh", "-c", body, "fxctl", *args), description)

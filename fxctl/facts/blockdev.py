@@ -1,0 +1,136 @@
+"""Facts about block devices: lsblk's tree, /dev/disk/by-id links, on-disk signatures, mounts."""
+
+from __future__ import annotations
+
+import json
+
+from fxctl.engine.fact import Fact
+from fxctl.remote.command import script, sh
+
+LSBLK_COLUMNS = "NAME,PATH,SERIAL,SIZE,TYPE,FSTYPE,LABEL,PTTYPE,MOUNTPOINT,MODEL"
+
+
+class BlockDevices(Fact):
+    """Whole disks (type disk) with their children: partitions, md arrays, mounts."""
+
+    def command(self):
+        return sh("lsblk", "-J", "-b", "-o", LSBLK_COLUMNS)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
+        tree = json.loads(stdout)
+        disks: dict[str, dict] = {}
+        for device in tree.get("blockdevices", []):
+            if device.get("type") != "disk":
+                continue
+            children = [c.get("path") or f"/dev/{c.get('name')}" for c in device.get("children") or []]
+            path = device.get("path") or f"/dev/{device['name']}"
+            disks[path] = {
+                "path": path, "serial": (device.get("serial") or "").strip() or None,
+                "size": int(device.get("size") or 0), "fstype": device.get("fstype"),
+                "label": device.get("label"), "pttype": device.get("pttype"),
+                "mountpoint": device.get("mountpoint"), "children": children,
+                "model": (device.get("model") or "").strip() or None,
+            }
+        return disks
+
+
+class DiskById(Fact):
+    """/dev/disk/by-id link name -> kernel device path."""
+
+    def command(self):
+        return script(r"""cd /dev/disk/by-id 2>/dev/null || exit 0
+for l in *; do test -L "$l" && printf '%s\t%s\n' "$l" "$(readlink -f "$l")"; done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, str]:
+        links = {}
+        for line in stdout.splitlines():
+            name, _, target = line.partition("\t")
+            if name and target:
+                links[f"/dev/disk/by-id/{name}"] = target
+        return links
+
+
+class Signatures(Fact):
+    """Low-level probe (blkid -p) of every whole disk: filesystem, RAID or partition-table signatures."""
+
+    def command(self):
+        return script(r"""for d in $(lsblk -dnpo PATH -e 7,11); do
+echo "## $d"; blkid -p -o export "$d" 2>/dev/null; done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
+        found: dict[str, dict] = {}
+        current = None
+        for line in stdout.splitlines():
+            if line.startswith("## "):
+                current = line[3:].strip()
+                found[current] = {}
+            elif current and "=" in line:
+                key, _, value = line.partition("=")
+                found[current][key] = value
+        return found
+
+
+class Mount(Fact):
+    """What is mounted at a path (findmnt), or None."""
+
+    ok_codes = (0, 1)
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def command(self):
+        return sh("findmnt", "-J", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS", "--mountpoint", self.target)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict | None:
+        if exit_code == 1 or not stdout.strip():
+            return None
+        entries = json.loads(stdout).get("filesystems") or []
+        if not entries:
+            return None
+        entry = entries[0]
+        return {"target": entry["target"], "source": entry["source"], "fstype": entry["fstype"],
+                "options": entry["options"].split(",")}
+
+
+class Probe(Fact):
+    """blkid -p of one device: its TYPE, LABEL, UUID ...; {} when blank; None when absent."""
+
+    ok_codes = (0, 2, 4)  # 2: nothing found; 4: no such device (blkid "usage" for a missing file)
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def command(self):
+        return script('test -e "$1" || exit 4; blkid -p -o export "$1"', self.device)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict | None:
+        if exit_code == 4:
+            return None
+        return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+class MountUsers(Fact):
+    """Processes holding files or their working directory under a mount point: [(pid, command)]."""
+
+    def __init__(self, mount: str):
+        self.mount = mount
+
+    def command(self):
+        return script(r"""m=$1
+for p in /proc/[0-9]*; do
+  pid=${p##*/}; [ "$pid" = "$$" ] && continue
+  hit=
+  for f in "$p/cwd" "$p/root" "$p"/fd/*; do
+    t=$(readlink "$f" 2>/dev/null) || continue
+    case "$t" in "$m"|"$m"/*) hit=1; break;; esac
+  done
+  [ -n "$hit" ] && printf '%s\t%s\n' "$pid" "$(cat "$p/comm" 2>/dev/null)"
+done; true""", self.mount)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> list[dict]:
+        users = []
+        for line in stdout.splitlines():
+            pid, _, comm = line.partition("\t")
+            if pid.isdigit():
+                users.append({"pid": int(pid), "command": comm.strip()})
+        return users

@@ -1,0 +1,74 @@
+"""Facts of md RAID: an array's detail (mdadm --export plus sysfs) and members' superblocks."""
+
+from __future__ import annotations
+
+from fxctl.engine.fact import Fact
+from fxctl.remote.command import script
+
+_DETAIL = r"""
+test -e "$1" || exit 4
+mdadm --detail --export "$1" || exit 5
+md=$(basename "$(readlink -f "$1")")
+for a in level chunk_size raid_disks array_state metadata_version; do
+  printf 'SYSFS_%s=%s\n' "$a" "$(cat "/sys/block/$md/md/$a" 2>/dev/null)"
+done
+"""
+
+
+def parse_export(stdout: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+class MdDetail(Fact):
+    """An md array's state, or None when the device does not exist."""
+
+    ok_codes = (0, 4, 5)
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def command(self):
+        return script(_DETAIL, self.device)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict | None:
+        if exit_code in (4, 5):
+            return None
+        raw = parse_export(stdout)
+        members = sorted((int(raw[key]), raw[key.removesuffix("_ROLE") + "_DEV"])
+                         for key in raw if key.startswith("MD_DEVICE_") and key.endswith("_ROLE")
+                         and raw[key].isdigit())
+        return {
+            "level": raw.get("MD_LEVEL"), "devices": int(raw.get("MD_DEVICES", 0)),
+            "uuid": raw.get("MD_UUID"), "name": raw.get("MD_NAME"), "metadata": raw.get("MD_METADATA"),
+            "members": [dev for _, dev in members],
+            "chunk_bytes": int(raw["SYSFS_chunk_size"]) if raw.get("SYSFS_chunk_size", "").isdigit() else None,
+            "array_state": raw.get("SYSFS_array_state") or None,
+        }
+
+
+class MdExamine(Fact):
+    """md superblocks on member devices: path -> {uuid, name, level} or {} (no superblock)."""
+
+    def __init__(self, devices: list[str]):
+        self.devices = devices
+
+    def command(self):
+        return script(r"""for d in "$@"; do echo "## $d"; test -e "$d" || { echo "ABSENT=1"; continue; }
+mdadm --examine --export "$d" 2>/dev/null; done; true""", *self.devices)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict | None]:
+        found: dict[str, dict | None] = {}
+        current = None
+        for line in stdout.splitlines():
+            if line.startswith("## "):
+                current = line[3:].strip()
+                found[current] = {}
+            elif current and "=" in line:
+                key, _, value = line.partition("=")
+                if key == "ABSENT":
+                    found[current] = None
+                elif found[current] is not None:
+                    found[current][key] = value
+        return {dev: (None if raw is None else
+                      {"uuid": raw.get("MD_UUID"), "name": raw.get("MD_NAME"), "level": raw.get("MD_LEVEL")}
+                      if raw else {}) for dev, raw in found.items()}

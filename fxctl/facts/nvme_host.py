@@ -1,0 +1,44 @@
+"""Facts of an NVMe-oF initiator: its identity and the fabric controllers it has (from sysfs)."""
+
+from __future__ import annotations
+
+from fxctl.engine.fact import Fact
+from fxctl.remote.command import script
+
+
+class NvmeControllers(Fact):
+    """Every NVMe controller: name, subsystem NQN, state, transport, address (sysfs, not nvme-cli)."""
+
+    def command(self):
+        return script(r"""for c in /sys/class/nvme/nvme*; do
+test -d "$c" || continue
+printf '%s' "${c##*/}"
+for a in subsysnqn state transport address; do printf '\t%s' "$(cat "$c/$a" 2>/dev/null | tr '\n' ' ')"; done
+echo; done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> list[dict]:
+        controllers = []
+        for line in stdout.splitlines():
+            fields = line.split("\t")
+            if len(fields) < 5:
+                continue
+            name, nqn, state, transport, address = (f.strip() for f in fields[:5])
+            controllers.append({"name": name, "nqn": nqn, "state": state, "transport": transport,
+                                "address": parse_address(address)})
+        return controllers
+
+
+def parse_address(text: str) -> dict[str, str]:
+    """'traddr=10.0.0.1,trsvcid=4420,src_addr=10.0.0.2' -> dict."""
+    pairs = (item.split("=", 1) for item in text.replace(" ", ",").split(",") if "=" in item)
+    return {key: value for key, value in pairs}
+
+
+class UuidMembers(Fact):
+    """The NVMe namespaces this host sees by UUID: /dev/disk/by-id/nvme-uuid.* names."""
+
+    def command(self):
+        return script(r"""for l in /dev/disk/by-id/nvme-uuid.*; do test -e "$l" && echo "$l"; done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> list[str]:
+        return sorted(line.strip() for line in stdout.splitlines() if line.strip())

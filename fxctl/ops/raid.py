@@ -1,0 +1,129 @@
+"""Operations on the initiator's array: md RAID0 over the fabric namespaces, XFS on it, the mount,
+and the lines in mdadm.conf and fstab that bring it back at boot.
+
+Data is never destroyed silently: members or a device that carry someone else's data are refused
+unless the user passed --wipe (and named the drives by serial or ID in the inventory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fxctl.engine.plan import Operation, Refused
+from fxctl.ops.files import ensure_line, with_managed_line
+from fxctl.remote.command import sh
+
+XFS_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    name: str                  # md array name (/dev/md/<name>)
+    device: str                # /dev/md/<name>
+    members: tuple[str, ...]   # /dev/disk/by-id/nvme-uuid.* in role order
+    chunk_bytes: int
+    metadata: str
+    md_uuid: str               # mdadm form, aaaaaaaa:bbbbbbbb:cccccccc:dddddddd
+    fs_uuid: str
+    fs_label: str
+    mount: str
+    mount_options: tuple[str, ...]
+    marker: str
+
+
+def chunk_arg(chunk_bytes: int) -> str:
+    return f"{chunk_bytes // 1024}K"
+
+
+def mkfs_command(layout: ArrayLayout):
+    return sh("mkfs.xfs", "-L", layout.fs_label, "-m", f"uuid={layout.fs_uuid}",
+              "-d", f"su={chunk_arg(layout.chunk_bytes).lower()},sw={len(layout.members)}", layout.device)
+
+
+def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict | None],
+              resolved: dict[str, str], wipe: bool) -> Operation:
+    """The md array is running over exactly the planned members; assembled again if it exists on them."""
+    wanted = [resolved.get(m, m) for m in layout.members]
+    if detail is not None:
+        problems = []
+        if detail["level"] != "raid0":
+            problems.append(f"level {detail['level']}")
+        if detail["chunk_bytes"] not in (None, layout.chunk_bytes):
+            problems.append(f"chunk {detail['chunk_bytes']} bytes")
+        if sorted(detail["members"]) != sorted(wanted):
+            problems.append(f"members {', '.join(detail['members'])}")
+        if problems:
+            raise Refused(f"{layout.device} exists with {'; '.join(problems)}, not as planned "
+                          f"(raid0, {layout.chunk_bytes} bytes, {', '.join(wanted)}); "
+                          "fxctl would have to destroy it: run `fxctl provision --destroy` first if you mean that")
+        return f"{layout.device} is active: raid0 over {len(wanted)} members"
+    blocks = {m: examine.get(m) for m in layout.members}
+    ours = [m for m, sb in blocks.items() if sb and sb.get("uuid") == layout.md_uuid]
+    blank = [m for m, sb in blocks.items() if sb == {} or sb is None]
+    foreign = [m for m, sb in blocks.items() if sb and sb.get("uuid") != layout.md_uuid]
+    if len(ours) == len(layout.members):
+        yield sh("mdadm", "--assemble", layout.device, f"--uuid={layout.md_uuid}", *layout.members)
+        return None
+    if foreign or ours:
+        if not wipe:
+            held = ", ".join(f"{m} (md {blocks[m].get('name')})" for m in foreign + ours)
+            raise Refused(f"members carry another md superblock: {held}; pass --wipe to erase them")
+        yield sh("mdadm", "--zero-superblock", *(foreign + ours))
+    yield sh("mdadm", "--create", layout.device, "--level=0", f"--raid-devices={len(layout.members)}",
+             f"--chunk={chunk_arg(layout.chunk_bytes)}", f"--metadata={layout.metadata}",
+             f"--name={layout.name}", f"--uuid={layout.md_uuid}", "--homehost=<none>", *layout.members)
+    return None
+
+
+def ensure_filesystem(layout: ArrayLayout, probe: dict | None, wipe: bool) -> Operation:
+    """XFS with the planned UUID, stripe unit = chunk and stripe width = members."""
+    if probe and probe.get("TYPE") == "xfs" and probe.get("UUID") == layout.fs_uuid:
+        return f"XFS {layout.fs_label} is on {layout.device}"
+    if probe:
+        what = probe.get("TYPE") or probe.get("PTTYPE") or "a signature"
+        if not wipe:
+            raise Refused(f"{layout.device} already holds {what} (UUID {probe.get('UUID', '?')}); "
+                          "pass --wipe to replace it")
+        yield sh("wipefs", "-a", layout.device)
+    yield mkfs_command(layout)
+    return None
+
+
+def mount_options(layout: ArrayLayout) -> list[str]:
+    return list(layout.mount_options)
+
+
+def ensure_mounted(layout: ArrayLayout, mount: dict | None, md_path: str | None) -> Operation:
+    if mount is not None:
+        if mount["fstype"] != "xfs" or (md_path and mount["source"] != md_path):
+            raise Refused(f"{layout.mount} has {mount['source']} ({mount['fstype']}) mounted, not {layout.device}")
+        return f"{layout.mount} is mounted"
+    yield sh("mkdir", "-p", layout.mount)
+    yield sh("mount", "-t", "xfs", "-o", ",".join(mount_options(layout)), layout.device, layout.mount)
+    return None
+
+
+def fstab_line(layout: ArrayLayout) -> str:
+    options = mount_options(layout) + ["nofail", "_netdev", "x-systemd.requires=nvmf-autoconnect.service",
+                                       "x-systemd.device-timeout=120s"]
+    return f"UUID={layout.fs_uuid} {layout.mount} xfs {','.join(options)} 0 0"
+
+
+def mdadm_line(layout: ArrayLayout) -> str:
+    return f"ARRAY {layout.device} metadata={layout.metadata} UUID={layout.md_uuid} name={layout.name}"
+
+
+def ensure_fstab(layout: ArrayLayout, current: str | None) -> Operation:
+    return (yield from ensure_line("/etc/fstab", fstab_line(layout), layout.marker, current))
+
+
+def ensure_mdadm_conf(layout: ArrayLayout, path: str, current: str | None) -> Operation:
+    return (yield from ensure_line(path, mdadm_line(layout), layout.marker, current))
+
+
+def with_fstab_line(layout: ArrayLayout, current: str | None) -> str:
+    return with_managed_line(current, fstab_line(layout), layout.marker)
+
+
+def with_mdadm_line(layout: ArrayLayout, current: str | None) -> str:
+    return with_managed_line(current, mdadm_line(layout), layout.marker)

@@ -1,0 +1,1 @@
+"""NVMe-oF RAID0 from bare drives to a mounted, persistent, verified KV tier."""

@@ -1,0 +1,149 @@
+"""The initiator's recipes: identity, then fabric connections, then md RAID0 + XFS + mount.
+
+They run as separate rounds because each needs the facts the previous one creates: the target needs the
+initiator's host NQN; the array needs the namespaces that connecting makes appear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fxctl.engine.plan import Step, run_operation
+from fxctl.facts.blockdev import DiskById, Mount, Probe
+from fxctl.facts.files import FileContent
+from fxctl.facts.md import MdDetail, MdExamine
+from fxctl.facts.nvme_host import NvmeControllers, UuidMembers
+from fxctl.facts.system import FirstExisting, LoadedModules, Realpath
+from fxctl.facts.systemd import UnitEnabled
+from fxctl.inventory.model import ArraySpec, Host
+from fxctl.ops import nvme_host, raid
+from fxctl.ops.systemd import ensure_unit_enabled
+from fxctl.provision import naming
+
+AUTOCONNECT = "nvmf-autoconnect.service"
+MDADM_CONF_CANDIDATES = ("/etc/mdadm/mdadm.conf", "/etc/mdadm.conf", "/etc/mdadm")
+
+
+def connect_spec(array: ArraySpec) -> nvme_host.ConnectSpec:
+    options = tuple((key, array.connect[key]) for key in nvme_host.CONNECT_OPTIONS if key in array.connect)
+    return nvme_host.ConnectSpec(nqn=array.nqn, transport=array.transport, address=array.listen_address,
+                                 port=array.listen_port, options=options,
+                                 members=tuple(naming.member_path(array, d) for d in array.drives))
+
+
+def layout(array: ArraySpec) -> raid.ArrayLayout:
+    return raid.ArrayLayout(
+        name=array.raid_name, device=naming.md_device(array),
+        members=tuple(naming.member_path(array, d) for d in array.drives), chunk_bytes=array.chunk_bytes,
+        metadata=array.metadata, md_uuid=naming.md_uuid_mdadm(array), fs_uuid=naming.xfs_uuid(array),
+        fs_label=array.fs_label, mount=array.mount, mount_options=array.mount_options,
+        marker=naming.marker(array))
+
+
+def mdadm_conf_path(found: str | None) -> str:
+    if found in (None, "/etc/mdadm"):
+        return "/etc/mdadm/mdadm.conf" if found else "/etc/mdadm.conf"
+    return found
+
+
+class IdentityRecipe:
+    def facts(self, host: Host):
+        return {"hostnqn": FileContent(nvme_host.HOSTNQN_PATH), "hostid": FileContent(nvme_host.HOSTID_PATH)}
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        return [run_operation("host NQN and ID", nvme_host.ensure_identity(
+            host.hostnqn, host.hostid, facts["hostnqn"], facts["hostid"]))]
+
+
+@dataclass
+class ConnectRecipe:
+    arrays: tuple[ArraySpec, ...]
+
+    def mine(self, host: Host) -> list[ArraySpec]:
+        return [a for a in self.arrays if host.name in a.initiators]
+
+    def facts(self, host: Host):
+        return {"modules": LoadedModules(("nvme_fabrics", "nvme_rdma", "nvme_tcp")),
+                "controllers": NvmeControllers(), "members": UuidMembers(),
+                "discovery": FileContent(nvme_host.DISCOVERY_CONF), "autoconnect": UnitEnabled(AUTOCONNECT)}
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        steps = []
+        discovery = facts["discovery"]
+        for array in self.mine(host):
+            spec = connect_spec(array)
+            steps += [
+                run_operation(f"{array.name}: modules", nvme_host.ensure_modules(array.transport, facts["modules"])),
+                run_operation(f"{array.name}: connect", nvme_host.ensure_connected(
+                    spec, facts["controllers"], facts["members"])),
+                run_operation(f"{array.name}: autoconnect entry", nvme_host.ensure_autoconnect(
+                    spec, naming.marker(array), discovery)),
+            ]
+            discovery = nvme_host.with_autoconnect_line(spec, naming.marker(array), discovery)
+        if steps:
+            steps.append(run_operation(f"enable {AUTOCONNECT}", ensure_unit_enabled(AUTOCONNECT, facts["autoconnect"])))
+        return steps
+
+
+@dataclass
+class RaidRecipe:
+    """md RAID0 over the namespaces: created when blank, assembled again when it is this array's own."""
+
+    arrays: tuple[ArraySpec, ...]
+    wipe: bool = False
+
+    def mine(self, host: Host) -> list[ArraySpec]:
+        return [a for a in self.arrays if host.name in a.initiators]
+
+    def facts(self, host: Host):
+        facts = {"links": DiskById()}
+        for array in self.mine(host):
+            plan = layout(array)
+            facts[f"{array.name}:md"] = MdDetail(plan.device)
+            facts[f"{array.name}:examine"] = MdExamine(list(plan.members))
+        return facts
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        return [run_operation(f"{array.name}: md raid0", raid.ensure_md(
+            layout(array), facts[f"{array.name}:md"], facts[f"{array.name}:examine"], facts["links"],
+            self.wipe), destructive=self.wipe) for array in self.mine(host)]
+
+
+@dataclass
+class FilesystemRecipe:
+    """XFS on the array, mounted, and the mdadm.conf and fstab lines that bring it back at boot."""
+
+    arrays: tuple[ArraySpec, ...]
+    wipe: bool = False
+
+    def mine(self, host: Host) -> list[ArraySpec]:
+        return [a for a in self.arrays if host.name in a.initiators]
+
+    def facts(self, host: Host):
+        facts = {"fstab": FileContent("/etc/fstab"), "mdadm_conf_path": FirstExisting(MDADM_CONF_CANDIDATES),
+                 "mdadm_conf:/etc/mdadm/mdadm.conf": FileContent("/etc/mdadm/mdadm.conf"),
+                 "mdadm_conf:/etc/mdadm.conf": FileContent("/etc/mdadm.conf")}
+        for array in self.mine(host):
+            plan = layout(array)
+            facts[f"{array.name}:md_path"] = Realpath(plan.device)
+            facts[f"{array.name}:probe"] = Probe(plan.device)
+            facts[f"{array.name}:mount"] = Mount(plan.mount)
+        return facts
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        conf_path = mdadm_conf_path(facts["mdadm_conf_path"])
+        fstab, mdadm_conf = facts["fstab"], facts[f"mdadm_conf:{conf_path}"]
+        steps: list[Step] = []
+        for array in self.mine(host):
+            plan = layout(array)
+            probe = facts[f"{array.name}:probe"]
+            steps += [
+                run_operation(f"{array.name}: xfs", raid.ensure_filesystem(plan, probe, self.wipe),
+                              destructive=self.wipe),
+                run_operation(f"{array.name}: mount", raid.ensure_mounted(
+                    plan, facts[f"{array.name}:mount"], facts[f"{array.name}:md_path"])),
+                run_operation(f"{array.name}: mdadm.conf", raid.ensure_mdadm_conf(plan, conf_path, mdadm_conf)),
+                run_operation(f"{array.name}: fstab", raid.ensure_fstab(plan, fstab)),
+            ]
+            fstab, mdadm_conf = raid.with_fstab_line(plan, fstab), raid.with_mdadm_line(plan, mdadm_conf)
+        return steps

@@ -1,0 +1,148 @@
+"""The storage target's recipe: export each array's drives through kernel nvmet, persisted for boot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fxctl.engine.plan import Refused, Step, run_operation
+from fxctl.facts.blockdev import BlockDevices, DiskById, Signatures
+from fxctl.facts.files import FileContent
+from fxctl.facts.nvmet import NvmetConfig, NvmetModules
+from fxctl.facts.system import IpAddresses, RdmaDevices
+from fxctl.facts.systemd import UnitEnabled
+from fxctl.inventory.model import ArraySpec, Drive, Host
+from fxctl.ops import nvmet
+from fxctl.ops.nvmet_persist import UNIT_NAME, ensure_persisted, persisted_files
+from fxctl.ops.systemd import ensure_unit_enabled
+from fxctl.provision import naming
+from fxctl.remote.command import sh
+
+
+def resolve_drive(drive: Drive, disks: dict, links: dict) -> str:
+    """The drive's /dev/disk/by-id path (what nvmet exports); Refused with what exists otherwise."""
+    if drive.by_id:
+        if drive.by_id not in links:
+            raise Refused(f"drive {drive.by_id} does not exist on this host")
+        return drive.by_id
+    matches = [path for path, disk in disks.items() if disk["serial"] == drive.serial]
+    if not matches:
+        serials = ", ".join(sorted(d["serial"] for d in disks.values() if d["serial"])) or "none"
+        raise Refused(f"no drive with serial {drive.serial} (serials here: {serials})")
+    named = sorted(link for link, target in links.items() if target == matches[0] and drive.serial in link
+                   and not link.rsplit("/", 1)[-1].startswith(("nvme-eui.", "nvme-uuid.", "nvme-nvme.")))
+    if not named:
+        raise Refused(f"drive with serial {drive.serial} ({matches[0]}) has no /dev/disk/by-id name")
+    return named[0]
+
+
+def data_on(device: str, disks: dict, links: dict, signatures: dict) -> str | None:
+    """What makes a drive look in use: a mount, partitions, holders, or a signature; None if blank."""
+    path = links.get(device, device)
+    disk = disks.get(path, {})
+    if disk.get("mountpoint"):
+        return f"it is mounted at {disk['mountpoint']}"
+    if disk.get("children"):
+        return f"it is in use by {', '.join(disk['children'])}"
+    probe = signatures.get(path) or {}
+    if probe.get("PTTYPE") or disk.get("pttype"):
+        return f"it has a {probe.get('PTTYPE') or disk.get('pttype')} partition table"
+    if probe.get("TYPE") or disk.get("fstype"):
+        kind = probe.get("TYPE") or disk.get("fstype")
+        label = probe.get("LABEL") or disk.get("label")
+        return f"it holds {kind}" + (f" (label {label})" if label else "")
+    return None
+
+
+@dataclass
+class TargetRecipe:
+    arrays: tuple[ArraySpec, ...]           # every array of the inventory (port ids are per target)
+    hostnqns: dict[str, str]                # initiator host name -> its host NQN
+    wipe: bool = False
+    wiped: list = field(default_factory=list)
+
+    def mine(self, host: Host) -> list[ArraySpec]:
+        return [a for a in self.arrays if a.target == host.name]
+
+    def facts(self, host: Host):
+        facts = {"modules": NvmetModules(), "nvmet": NvmetConfig(), "disks": BlockDevices(),
+                 "links": DiskById(), "signatures": Signatures(), "addresses": IpAddresses(),
+                 "rdma": RdmaDevices(), "unit": UnitEnabled(UNIT_NAME)}
+        for path in persisted_files([]):
+            facts[f"file:{path}"] = FileContent(path)
+        return facts
+
+    def export_spec(self, array: ArraySpec, facts: dict) -> nvmet.ExportSpec:
+        namespaces = tuple(
+            nvmet.NamespaceSpec(naming.nsid(i), resolve_drive(d, facts["disks"], facts["links"]),
+                                naming.namespace_uuid(array, d)) for i, d in enumerate(array.drives))
+        return nvmet.ExportSpec(
+            nqn=array.nqn, transport=array.transport, address=array.listen_address, port=array.listen_port,
+            port_id=naming.port_id(array, self.arrays),
+            hosts=tuple(self.hostnqns[name] for name in array.initiators), namespaces=namespaces)
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        steps: list[Step] = []
+        specs = []
+        for array in self.mine(host):
+            try:
+                spec = self.export_spec(array, facts)
+            except Refused as refusal:
+                steps.append(Step.refuse(f"{array.name}: drives", str(refusal)))
+                continue
+            specs.append(spec)
+            steps += self.plan_array(array, spec, facts)
+        if specs:
+            current = {path: facts[f"file:{path}"] for path in persisted_files(specs)}
+            steps.append(run_operation("persist exports", ensure_persisted(specs, current)))
+            steps.append(run_operation(f"enable {UNIT_NAME}",
+                                       ensure_unit_enabled(UNIT_NAME, facts["unit"],
+                                                           reload=steps[-1].changes)))
+        return steps
+
+    def plan_array(self, array: ArraySpec, spec: nvmet.ExportSpec, facts: dict) -> list[Step]:
+        state = facts["nvmet"]
+        name = array.name
+        steps = [run_operation(f"{name}: network", self.check_network(array, facts)),
+                 run_operation(f"{name}: modules", nvmet.ensure_modules(array.transport, facts["modules"]))]
+        exported = {ns.get("device_path") for ns in
+                    ((state["subsystems"].get(array.nqn) or {}).get("namespaces") or {}).values()}
+        for ns in spec.namespaces:
+            steps.append(run_operation(f"{name}: drive {ns.device.rsplit('/', 1)[-1]} is free",
+                                       self.check_drive(array, ns.device, exported, facts),
+                                       destructive=self.wipe))
+        steps += [
+            run_operation(f"{name}: host NQNs", nvmet.ensure_hosts(spec, state)),
+            run_operation(f"{name}: subsystem", nvmet.ensure_subsystem(spec, state)),
+            run_operation(f"{name}: allowed hosts", nvmet.ensure_allowed_hosts(spec, state)),
+            *[run_operation(f"{name}: namespace {ns.nsid}", nvmet.ensure_namespace(spec, ns, state))
+              for ns in spec.namespaces],
+            run_operation(f"{name}: other namespaces", nvmet.ensure_no_stray_namespaces(spec, state)),
+            run_operation(f"{name}: port", nvmet.ensure_port(spec, state)),
+        ]
+        return steps
+
+    def check_network(self, array: ArraySpec, facts: dict):
+        netdev = facts["addresses"].get(array.listen_address)
+        if netdev is None:
+            raise Refused(f"listen address {array.listen_address} is not configured on this host "
+                          "(configure it, or run `fxctl net apply`)")
+        if array.transport == "rdma" and not any(d["netdev"] == netdev for d in facts["rdma"]):
+            raise Refused(f"no RDMA device on {netdev} for transport rdma (an RDMA NIC, or Soft-RoCE "
+                          "through `fxctl net apply` with soft_roce: true; or use transport tcp)")
+        return f"{array.listen_address} is on {netdev}"
+        yield  # a generator: checks only, never a command
+
+    def check_drive(self, array: ArraySpec, device: str, exported: set, facts: dict):
+        if device in exported:
+            return "already exported by this array"
+        probe = facts["signatures"].get(facts["links"].get(device, device)) or {}
+        if probe.get("TYPE") == "linux_raid_member" and probe.get("UUID") == naming.md_uuid(array):
+            return "holds this array's own md member (kept: the initiator assembles it again)"
+        reason = data_on(device, facts["disks"], facts["links"], facts["signatures"])
+        if reason is None:
+            return "blank"
+        if not self.wipe:
+            raise Refused(f"{device}: {reason}; refusing to export it. Pass --wipe to erase it "
+                          "(the inventory names it by serial or ID)")
+        yield sh("wipefs", "--all", device)
+        return None

@@ -1,0 +1,163 @@
+"""`fxctl provision --destroy`: the reverse order, refusing a busy mount, data kept unless --wipe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fxctl.engine.plan import Operation, Refused, Step, run_operation
+from fxctl.facts.blockdev import DiskById, Mount, MountUsers
+from fxctl.facts.files import FileContent
+from fxctl.facts.md import MdDetail
+from fxctl.facts.nvme_host import NvmeControllers
+from fxctl.facts.nvmet import CONFIGFS, NvmetConfig
+from fxctl.facts.system import FirstExisting
+from fxctl.inventory.model import ArraySpec, Host
+from fxctl.ops.files import ensure_no_line, write_file
+from fxctl.ops.nvme_host import DISCOVERY_CONF
+from fxctl.ops.nvmet import attr_write, sub_path
+from fxctl.ops.nvmet_persist import CONFIG_PATH
+from fxctl.provision import naming
+from fxctl.provision.initiator import MDADM_CONF_CANDIDATES, layout, mdadm_conf_path
+from fxctl.provision.target import TargetRecipe
+from fxctl.remote.command import sh
+
+
+def ensure_unmounted(mount: str, mounted: dict | None, users: list[dict]) -> Operation:
+    if mounted is None:
+        return f"{mount} is not mounted"
+    if users:
+        held = ", ".join(f"{u['command']} (pid {u['pid']})" for u in users[:8])
+        raise Refused(f"{mount} is busy: held by {held}; stop them first")
+    yield sh("umount", mount)
+    return None
+
+
+def ensure_md_stopped(device: str, detail: dict | None, members: list[str], wipe: bool) -> Operation:
+    if detail is None and not wipe:
+        return f"{device} is not running"
+    if detail is not None:
+        yield sh("mdadm", "--stop", device)
+    if wipe:
+        yield sh("mdadm", "--zero-superblock", *members).or_else(sh("true"))
+    return None
+
+
+def ensure_disconnected(nqn: str, controllers: list[dict]) -> Operation:
+    if not any(c["nqn"] == nqn for c in controllers):
+        return f"not connected to {nqn}"
+    yield sh("nvme", "disconnect", "--nqn", nqn)
+    return None
+
+
+@dataclass
+class InitiatorTeardown:
+    arrays: tuple[ArraySpec, ...]
+    wipe: bool = False
+
+    def mine(self, host: Host) -> list[ArraySpec]:
+        return [a for a in self.arrays if host.name in a.initiators]
+
+    def facts(self, host: Host):
+        facts = {"controllers": NvmeControllers(), "links": DiskById(), "fstab": FileContent("/etc/fstab"),
+                 "discovery": FileContent(DISCOVERY_CONF), "mdadm_conf_path": FirstExisting(MDADM_CONF_CANDIDATES),
+                 "mdadm_conf:/etc/mdadm/mdadm.conf": FileContent("/etc/mdadm/mdadm.conf"),
+                 "mdadm_conf:/etc/mdadm.conf": FileContent("/etc/mdadm.conf")}
+        for array in self.mine(host):
+            facts[f"{array.name}:mount"] = Mount(array.mount)
+            facts[f"{array.name}:users"] = MountUsers(array.mount)
+            facts[f"{array.name}:md"] = MdDetail(naming.md_device(array))
+        return facts
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        conf_path = mdadm_conf_path(facts["mdadm_conf_path"])
+        fstab, conf, discovery = facts["fstab"], facts[f"mdadm_conf:{conf_path}"], facts["discovery"]
+        steps = []
+        for array in self.mine(host):
+            plan, name, marker = layout(array), array.name, naming.marker(array)
+            members = [m for m in plan.members if m in facts["links"]]
+            steps += [
+                run_operation(f"{name}: unmount", ensure_unmounted(
+                    array.mount, facts[f"{name}:mount"], facts[f"{name}:users"])),
+                run_operation(f"{name}: fstab", ensure_no_line("/etc/fstab", marker, fstab)),
+                run_operation(f"{name}: stop md", ensure_md_stopped(plan.device, facts[f"{name}:md"], members,
+                                                                  self.wipe), destructive=self.wipe),
+                run_operation(f"{name}: mdadm.conf", ensure_no_line(conf_path, marker, conf)),
+                run_operation(f"{name}: disconnect", ensure_disconnected(array.nqn, facts["controllers"])),
+                run_operation(f"{name}: autoconnect entry", ensure_no_line(DISCOVERY_CONF, marker, discovery)),
+            ]
+        return steps
+
+
+def ensure_unexported(array: ArraySpec, state: dict, port_id: int) -> Operation:
+    sub = state["subsystems"].get(array.nqn)
+    port = state["ports"].get(str(port_id))
+    if sub is None:
+        return f"{array.nqn} is not exported"
+    if port and array.nqn in port["subsystems"]:
+        yield sh("rm", f"{CONFIGFS}/ports/{port_id}/subsystems/{array.nqn}")
+    for nsid in sorted(sub["namespaces"], key=int):
+        yield attr_write(f"{sub_path(array.nqn)}/namespaces/{nsid}/enable", 0)
+        yield sh("rmdir", f"{sub_path(array.nqn)}/namespaces/{nsid}")
+    for host in sub["allowed_hosts"]:
+        yield sh("rm", f"{sub_path(array.nqn)}/allowed_hosts/{host}")
+    yield sh("rmdir", sub_path(array.nqn))
+    if port and set(port["subsystems"]) <= {array.nqn}:
+        yield sh("rmdir", f"{CONFIGFS}/ports/{port_id}")
+    used_elsewhere = {h for nqn, other in state["subsystems"].items() if nqn != array.nqn
+                      for h in other["allowed_hosts"]}
+    for host in sub["allowed_hosts"]:
+        if host not in used_elsewhere:
+            yield sh("rmdir", f"{CONFIGFS}/hosts/{host}")
+    return None
+
+
+@dataclass
+class TargetTeardown:
+    arrays: tuple[ArraySpec, ...]        # every array of the inventory
+    remove: tuple[str, ...]              # names of the arrays being destroyed
+    wipe: bool = False
+
+    def facts(self, host: Host):
+        base = TargetRecipe(self.arrays, {}, self.wipe).facts(host)
+        base["persisted"] = FileContent(CONFIG_PATH)
+        return base
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        steps = []
+        for array in self.arrays:
+            if array.target != host.name or array.name not in self.remove:
+                continue
+            steps.append(run_operation(f"{array.name}: unexport", ensure_unexported(
+                array, facts["nvmet"], naming.port_id(array, self.arrays))))
+            if self.wipe:
+                recipe = TargetRecipe(self.arrays, {}, True)
+                devices = [r for r in (self._resolve(recipe, d, facts) for d in array.drives) if r]
+                steps.append(Step(f"{array.name}: wipe drives", [sh("wipefs", "--all", *devices)],
+                                  destructive=True))
+        steps.append(run_operation("persisted exports", self.ensure_persisted_without(host, facts)))
+        return steps
+
+    @staticmethod
+    def _resolve(recipe, drive, facts):
+        from fxctl.provision.target import resolve_drive
+        try:
+            return resolve_drive(drive, facts["disks"], facts["links"])
+        except Refused:
+            return None
+
+    def ensure_persisted_without(self, host: Host, facts: dict) -> Operation:
+        import json
+        current = facts["persisted"]
+        if current is None:
+            return f"{CONFIG_PATH} does not exist"
+        document = json.loads(current)
+        gone = {a.nqn for a in self.arrays if a.target == host.name and a.name in self.remove}
+        kept = [s for s in document.get("subsystems", []) if s["nqn"] not in gone]
+        if len(kept) == len(document.get("subsystems", [])):
+            return f"{CONFIG_PATH} exports none of these arrays"
+        hosts = sorted({h for s in kept for h in s.get("allowed_hosts", [])})
+        ports = [dict(p, subsystems=[n for n in p["subsystems"] if n not in gone]) for p in document.get("ports", [])]
+        document.update(subsystems=kept, hosts=[{"nqn": h} for h in hosts],
+                        ports=[p for p in ports if p["subsystems"]])
+        yield write_file(CONFIG_PATH, json.dumps(document, indent=2, sort_keys=True) + "\n", "0644")
+        return None
