@@ -69,7 +69,9 @@ class FixedDelayModel:
 
 
 def kv_bytes_per_token(profile: Profile) -> float:
-    """K and V, every layer, every KV head (all TP ranks together)."""
+    """K and V, every layer, every KV head (all TP ranks together); nominal 1 KiB for fixed delays."""
+    if profile.cost_model == "fixed":
+        return 1024.0
     m = lambda key: profile.get("model", key)  # noqa: E731
     return 2 * m("layers") * m("kv_heads") * m("head_dim") * m("kv_dtype_bytes")
 

@@ -45,6 +45,7 @@ class EngineRunner:
         self._idle_since_wall = time.monotonic()
         self._pausing = True
         self._pause_until = float("inf")
+        self._resume_at = float("inf")
         self.steps = 0
 
     def start(self) -> None:
@@ -73,6 +74,8 @@ class EngineRunner:
     def submit(self, req: SimRequest) -> Stream:
         """Queue a request (raises RequestRejected); its events arrive on the returned stream."""
         req.arrival = self.model_now()
+        if self._pausing:  # the engine resumes at this arrival, not when the loop gets to run
+            self._resume_at = min(self._resume_at, req.arrival)
         self.engine.add_request(req)
         stream = Stream(req)
         self.streams[id(req)] = stream
@@ -108,10 +111,11 @@ class EngineRunner:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except asyncio.TimeoutError:
             pass
-        now = self.model_now()
-        if self.time_scale <= 0 and delay is not None:
+        now = min(self.model_now(), self._resume_at)
+        if self.time_scale <= 0 and delay is not None and self._resume_at == float("inf"):
             now = self._pause_until  # flat out: the transfer is simply done
         self._pausing = False
+        self._resume_at = float("inf")
         self.engine.idle_until(now)
 
     async def _sleep_until_step_end(self, result: StepResult) -> None:
