@@ -2,7 +2,7 @@
 
 Usage: crash_writer.py L2_DIR PROGRESS_FILE START
 Each line of PROGRESS_FILE is written only after the store confirmed it: "P key size" after flush() of a
-put, "R key" after remove() returned. The parent kills this process with SIGKILL at a random moment.
+put, "r key" before remove() and "R key" after it returned. The parent kills this process with SIGKILL at a random moment.
 """
 
 import os
@@ -34,8 +34,10 @@ def main() -> None:
         for key, size in batch:
             progress.write(f"P {key} {size}\n")
         victim = f"c{i - 9}"
-        if i % 3 == 0 and store.remove(victim):
-            progress.write(f"R {victim}\n")
+        if i % 3 == 0:
+            progress.write(f"r {victim}\n")  # about to remove: it may be gone after a crash
+            if store.remove(victim):
+                progress.write(f"R {victim}\n")
         if i == start + 4:
             print("writing", flush=True)
 

@@ -19,16 +19,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def committed(progress_path):
-    """Keys the writer confirmed, and keys it confirmed removed (a key is put once)."""
-    puts, removed = {}, set()
+    """Keys the writer confirmed put, was removing, and confirmed removed (a key is put once)."""
+    puts, removing, removed = {}, set(), set()
     with open(progress_path) as f:
         for line in f:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "P":
                 puts[parts[1]] = int(parts[2])
+            elif len(parts) == 2 and parts[0] == "r":
+                removing.add(parts[1])
             elif len(parts) == 2 and parts[0] == "R":
                 removed.add(parts[1])
-    return puts, removed
+    return puts, removing, removed
 
 
 def crash_once(directory, progress, start, rnd):
@@ -42,12 +44,12 @@ def crash_once(directory, progress, start, rnd):
 
 
 def check_recovered(directory, progress, start):
-    puts, removed = committed(progress)
+    puts, removing, removed = committed(progress)
     cfg = small_config(directory, l1_bytes=0, l2_bytes=4 << 30, segment_bytes=64 << 20)
     with TierStore(cfg) as store:
         index = dict(store.l2.index)
         for key, size in puts.items():
-            if key not in removed:
+            if key not in removing:
                 assert key in index, f"committed chunk {key} lost"
         for key in removed:
             assert key not in index, f"removed chunk {key} came back"
