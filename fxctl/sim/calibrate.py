@@ -83,18 +83,23 @@ class Workload:
     output_tokens: int
     concurrency: tuple[int, ...]
     requests_per_client: int
+    block_size: int = 0  # 0: the profile's; larger blocks only cut bookkeeping (see the profile)
 
     @classmethod
     def from_profile(cls, profile: Profile, requests_per_client: int | None = None) -> "Workload":
         cal = profile.calibration
         return cls(int(cal.get("prompt_tokens", 77824)), float(cal.get("prompt_spread", 0.25)),
                    int(cal.get("output_tokens", 64)), tuple(cal.get("concurrency", (8, 16, 32))),
-                   int(requests_per_client or cal.get("requests_per_client", 4)))
+                   int(requests_per_client or cal.get("requests_per_client", 4)), int(cal.get("block_size", 0)))
+
+    def engine_profile(self, profile: Profile) -> Profile:
+        return profile.with_overrides(serving__block_size=self.block_size) if self.block_size else profile
 
 
 def cold_recovery(profile: Profile, workload: Workload, concurrency: int, backend: str,
                   prompts: list[list[int]], keys_cache: dict) -> tuple[RunSummary, float]:
     """Fill, evict HBM prefix cache and L1, replay; the replay's summary and the model time used."""
+    profile = workload.engine_profile(profile)
     engine = Engine(profile, offload=True, tiers=build_tiers(profile, backend))
     run_closed_loop(engine, prompts, concurrency, workload.output_tokens, "fill", keys_cache)
     engine.reset_prefix_cache()
@@ -105,7 +110,7 @@ def cold_recovery(profile: Profile, workload: Workload, concurrency: int, backen
 
 def no_offload(profile: Profile, workload: Workload, concurrency: int, prompts: list[list[int]],
                keys_cache: dict) -> tuple[RunSummary, float]:
-    engine = Engine(profile, offload=False)
+    engine = Engine(workload.engine_profile(profile), offload=False)
     summary = run_closed_loop(engine, prompts, concurrency, workload.output_tokens, "recompute", keys_cache)
     return summary, engine.now
 
