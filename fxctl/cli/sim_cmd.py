@@ -37,12 +37,15 @@ Endpoints: /v1/completions, /v1/chat/completions (streaming SSE with usage), /v1
 @click.option("--served-model-name", default=None, help="Model name clients must send (default: the profile's).")
 @click.option("--real-tier", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Put L2 through the real fxctl.kvtier store in DIR (storage time measured).")
-def serve(profile_name, host, port, time_scale, offload, served_model_name, real_tier):
+@click.option("--real-tier-scale", default=32, show_default=True, type=click.FloatRange(min=1),
+              help="With --real-tier: store chunks this many times smaller; measured time is scaled back up.")
+def serve(profile_name, host, port, time_scale, offload, served_model_name, real_tier, real_tier_scale):
     from fxctl.sim.profile import load_profile
     from fxctl.sim.server import ServeOptions, run_server
 
     profile = load_profile(profile_name)
-    run_server(profile, ServeOptions(host, port, time_scale, offload, served_model_name, real_tier))
+    run_server(profile, ServeOptions(host, port, time_scale, offload, served_model_name, real_tier,
+                                     real_tier_scale))
 
 
 @command.command("calibrate", help=f"""Run the profile's calibration workload and compare with the published figures.

@@ -42,3 +42,17 @@ class UuidMembers(Fact):
 
     def parse(self, stdout: str, exit_code: int = 0) -> list[str]:
         return sorted(line.strip() for line in stdout.splitlines() if line.strip())
+
+
+class NvmeConnectOptions(Fact):
+    """The long options this host's `nvme connect` accepts (nvme-cli releases differ)."""
+
+    ok_codes = (0, 1, 22)  # older releases exit non-zero on --help
+
+    def command(self):
+        return script("nvme connect --help 2>&1; true")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> list[str]:
+        import re
+
+        return sorted(set(re.findall(r"\[\s+(--[A-Za-z0-9_-]+)", stdout)))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from fxctl.engine.fact import Fact
 from fxctl.remote.command import script
 
 CONFIGFS = "/sys/kernel/config/nvmet"
+_ATTR_LINE = re.compile(r"^((?:[^/]+/)+?)([a-z_0-9]+):(.*)$")
 NOT_LOADED = 3
 
 _DUMP = r"""
@@ -60,8 +63,12 @@ class NvmetConfig(Fact):
             if section == "dirs":
                 _add_dir(state, line.strip().split("/"))
             elif section == "attrs":
-                path, _, value = line.partition(":")
-                _add_attr(state, path.split("/"), value.strip())
+                # "subsystems/<nqn: has colons>/attr_x:<value: may have / and :>". An attribute's file
+                # name is [a-z_]+ and a directory never starts like that followed by ":" (NQNs start
+                # "nqn."), so the shortest directory prefix followed by "name:" is the path.
+                match = _ATTR_LINE.match(line)
+                if match:
+                    _add_attr(state, (match.group(1) + match.group(2)).split("/"), match.group(3).strip())
             elif section == "links":
                 path, _, target = line.partition("\t")
                 _add_link(state, path.split("/"), target.strip())

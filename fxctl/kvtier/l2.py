@@ -7,6 +7,7 @@ each counted in the metrics and logged.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import threading
@@ -27,6 +28,17 @@ log = logging.getLogger(__name__)
 GROW_RETRY_S = 30.0
 
 
+def lock_directory(path: str) -> int:
+    """Hold an exclusive lock on the L2 directory for this process's life (one writer per journal)."""
+    fd = os.open(os.path.join(path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RuntimeError(f"kvtier: {path} is in use by another store (give each process its own L2 directory)")
+    return fd
+
+
 class L2Entry:
     __slots__ = ("loc", "readers", "dead", "hits")
 
@@ -43,6 +55,7 @@ class L2Tier:
         self.metrics = metrics
         self.pool = pool
         os.makedirs(cfg.l2_path, exist_ok=True)
+        self._lock_fd = lock_directory(cfg.l2_path)
         self.segment_bytes = padded(min(cfg.segment_bytes, max(cfg.l2_bytes, PAGE_BYTES)))
         self.max_segments = max(1, cfg.l2_bytes // self.segment_bytes)
         self.files = SegmentFiles(cfg.l2_path, self.segment_bytes, cfg.direct_io, cfg.max_request_bytes)
@@ -287,3 +300,4 @@ class L2Tier:
             self.checkpoint_locked()
             self.journal.close()
             self.files.close()
+            os.close(self._lock_fd)

@@ -307,6 +307,18 @@ class TierStore:
         in_l2 = self.l2.remove(key) if self.l2 else False
         return chunk is not None or pending is not None or in_l2
 
+    def is_writing(self, key: str) -> bool:
+        """True while a put of key waits for (or is in) its write to L2."""
+        return key in self._pending
+
+    def clear(self) -> int:
+        """Remove every chunk from every tier; returns how many keys were removed."""
+        with self._lock:
+            keys = set(self.l1.keys()) | set(self._pending)
+        if self.l2 is not None:
+            keys |= set(self.l2.index)
+        return sum(self.remove(k) for k in keys)
+
     # -- stats, close -----------------------------------------------------------------------------
     def stats(self) -> dict:
         snap = self.metrics.snapshot()

@@ -74,6 +74,11 @@ def probe_guest(state: LabState, guest: GuestRecord, *, timeout: int = 10) -> st
 def wait_until_answering(state: LabState, *, timeout_s: float, progress: Callable[[str], None],
                          alive: Callable[[GuestRecord], bool]) -> dict[str, float]:
     """Poll every guest until it answers SSH (host key verified); seconds until each answered."""
+    with _quiet_paramiko():
+        return _wait(state, timeout_s, progress, alive)
+
+
+def _wait(state, timeout_s, progress, alive) -> dict[str, float]:
     started = time.monotonic()
     waiting = {g.name: g for g in state.guests}
     answered: dict[str, float] = {}
@@ -98,8 +103,7 @@ def wait_until_answering(state: LabState, *, timeout_s: float, progress: Callabl
 def _answers(state: LabState, guest: GuestRecord) -> bool:
     """One probe; False while sshd is not up yet. A host key refusal is raised, never retried."""
     try:
-        with _quiet_paramiko():
-            return probe_guest(state, guest, timeout=8) == guest.name
+        return probe_guest(state, guest, timeout=8) == guest.name
     except RemoteError as exc:
         if "host key" in exc.message:
             raise

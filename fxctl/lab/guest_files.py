@@ -79,7 +79,20 @@ MASKED_UNITS = (
     "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
     "fstrim.timer", "systemd-timesyncd.service", "mdmonitor-oneshot.timer", "mdcheck_start.timer",
     "mdcheck_continue.timer", "getty@tty1.service", "systemd-networkd-wait-online.service",
+    "rdma-ndd.service", "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount", "modprobe@drm.service",
+    "modprobe@efi_pstore.service", "modprobe@fuse.service", "modprobe@loop.service", "modprobe@dm_mod.service",
+    "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "dev-hugepages.mount", "sys-fs-fuse-connections.mount",
+    "systemd-logind.service",
 )
+
+# units a guest may use but should not start at boot (fxctl provision can enable them)
+DISABLED_UNITS = ("nvmf-autoconnect.service",)
+
+# modules udev would load at boot for nothing (no nested virtualisation, no hardware crypto in a lab)
+MODPROBE_BLACKLIST = "".join(f"blacklist {m}\n" for m in (
+    "kvm", "kvm_amd", "kvm_intel", "irqbypass", "ccp", "efi_pstore", "pcspkr", "aesni_intel",
+    "ghash_clmulni_intel", "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "polyval_clmulni",
+))
 
 NETWORK_HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
 
@@ -93,6 +106,7 @@ def write_overlay(root: Path) -> None:
         "etc/hosts": (NETWORK_HOSTS, 0o644),
         "etc/hostname": ("lab\n", 0o644),
         "etc/fstab": ("# fxctl lab: the root filesystem is the initramfs\n", 0o644),
+        "etc/modprobe.d/fxctl-lab.conf": (MODPROBE_BLACKLIST, 0o644),
     }
     for rel, (text, mode) in files.items():
         path = root / rel

@@ -14,7 +14,7 @@ from fxctl.lab.ports import LOOPBACK
 from fxctl.lab.state import GuestRecord
 
 QEMU = "qemu-system-x86_64"
-KERNEL_CMDLINE = "console=ttyS0 net.ifnames=0 quiet loglevel=3 panic=-1"
+KERNEL_CMDLINE = "console=ttyS0 net.ifnames=0 quiet loglevel=3 panic=-1 mitigations=off"
 MGMT_PCI_SLOT = 3
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fxctl.errors import FxError
 from fxctl.lab.cpio import CpioWriter, tar_to_cpio
+from fxctl.lab.guest_files import DISABLED_UNITS
 from fxctl.lab.recipe import MIRROR, SUITE, KernelRelease
 
 EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
@@ -28,6 +29,9 @@ def mmdebstrap_argv(packages, kernel: KernelRelease, modules_dir: Path, overlay:
         'rm -f "$1"/etc/ssh/ssh_host_* "$1"/etc/nvme/hostnqn "$1"/etc/nvme/hostid',
         'ln -sf /lib/systemd/systemd "$1/init"',
         ': > "$1/etc/machine-id"',
+        # no logind in a lab guest: logins must not wait for it through pam_systemd
+        'sed -i "/pam_systemd.so/d" "$1/etc/pam.d/common-session"',
+        *(f'chroot "$1" systemctl disable {unit}' for unit in DISABLED_UNITS),
     ]
     argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(packages)]
     argv += [f"--dpkgopt=path-exclude={path}" for path in EXCLUDED_PATHS]

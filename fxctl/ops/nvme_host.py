@@ -31,6 +31,13 @@ class ConnectSpec:
     members: tuple[str, ...]                # /dev/disk/by-id/nvme-uuid.* paths that must appear
 
 
+def supported(spec: ConnectSpec, accepted: list[str]) -> tuple[ConnectSpec, list[str]]:
+    """The spec without the options this nvme-cli lacks, and the names of those dropped."""
+    keep = tuple((k, v) for k, v in spec.options if CONNECT_OPTIONS[k] in accepted)
+    dropped = [CONNECT_OPTIONS[k] for k, _ in spec.options if CONNECT_OPTIONS[k] not in accepted]
+    return ConnectSpec(spec.nqn, spec.transport, spec.address, spec.port, keep, spec.members), dropped
+
+
 def connect_args(spec: ConnectSpec) -> list[str]:
     args = ["--transport", spec.transport, "--traddr", spec.address, "--trsvcid", str(spec.port)]
     for key, value in spec.options:

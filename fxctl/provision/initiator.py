@@ -12,7 +12,7 @@ from fxctl.engine.plan import Step, run_operation
 from fxctl.facts.blockdev import DiskById, Mount, Probe
 from fxctl.facts.files import FileContent
 from fxctl.facts.md import MdDetail, MdExamine
-from fxctl.facts.nvme_host import NvmeControllers, UuidMembers
+from fxctl.facts.nvme_host import NvmeConnectOptions, NvmeControllers, UuidMembers
 from fxctl.facts.system import FirstExisting, LoadedModules, Realpath
 from fxctl.facts.systemd import UnitEnabled
 from fxctl.inventory.model import ArraySpec, Host
@@ -65,14 +65,18 @@ class ConnectRecipe:
     def facts(self, host: Host):
         return {"modules": LoadedModules(("nvme_fabrics", "nvme_rdma", "nvme_tcp")),
                 "controllers": NvmeControllers(), "members": UuidMembers(),
-                "discovery": FileContent(nvme_host.DISCOVERY_CONF), "autoconnect": UnitEnabled(AUTOCONNECT)}
+                "discovery": FileContent(nvme_host.DISCOVERY_CONF), "autoconnect": UnitEnabled(AUTOCONNECT),
+                "options": NvmeConnectOptions()}
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
         steps = []
         discovery = facts["discovery"]
         for array in self.mine(host):
-            spec = connect_spec(array)
+            spec, dropped = nvme_host.supported(connect_spec(array), facts["options"])
             steps += [
+                Step(f"{array.name}: connect options", reason=(
+                    f"this nvme-cli lacks {', '.join(dropped)}: left at the kernel default" if dropped
+                    else "all supported")),
                 run_operation(f"{array.name}: modules", nvme_host.ensure_modules(array.transport, facts["modules"])),
                 run_operation(f"{array.name}: connect", nvme_host.ensure_connected(
                     spec, facts["controllers"], facts["members"])),

@@ -24,13 +24,14 @@ class ServeOptions:
     offload: bool | None = None
     served_model_name: str | None = None
     real_tier: Path | None = None
+    real_tier_scale: float = 32
 
 
 def build_engine(profile: Profile, options: ServeOptions) -> Engine:
     l2 = None
     if options.real_tier is not None:
         from fxctl.sim.realtier import open_real_l2
-        l2 = open_real_l2(profile, options.real_tier)
+        l2 = open_real_l2(profile, options.real_tier, options.real_tier_scale)
     return Engine(profile, offload=options.offload, tiers=build_tiers(profile, l2=l2))
 
 
@@ -64,6 +65,8 @@ async def serve(profile: Profile, options: ServeOptions, stop: asyncio.Event | N
         await stop.wait()
     finally:
         await runner.cleanup()
+        if hasattr(engine.tiers.l2, "close"):
+            engine.tiers.l2.close()
         print("fxctl sim stopped", file=sys.stderr, flush=True)
 
 
