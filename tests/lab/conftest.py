@@ -1,0 +1,70 @@
+"""The QEMU lab for end-to-end tests: one lab per test session, booted once.
+
+Set FXCTL_LAB_NAME to reuse a lab you keep running (`fxctl lab up --name NAME`): the tests use it and
+leave it running. Otherwise the session starts its own lab (named pytest<pid>), builds the image
+first if the cache has none (about 1-2 minutes), and stops and removes it at the end.
+Lab tests skip only when QEMU is not installed (.ci/setup installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fxctl.lab.access import guest_host
+from fxctl.lab.lab import is_running
+from fxctl.lab.state import GuestRecord, LabState
+from fxctl.remote.command import Command
+from fxctl.remote.session import RunResult, open_session
+
+REPO = Path(__file__).resolve().parents[2]
+UP_TIMEOUT_S = 1200
+
+
+def fxctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real CLI (`python -m fxctl ...`) from the repository root."""
+    return subprocess.run([sys.executable, "-m", "fxctl", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@dataclass
+class Lab:
+    name: str
+    started_here: bool
+
+    @property
+    def state(self) -> LabState:
+        state = LabState.load(self.name)
+        assert state is not None, f"lab {self.name} has no state"
+        return state
+
+    def guests(self, role: str | None = None) -> list[GuestRecord]:
+        return [g for g in self.state.guests if role is None or g.role == role]
+
+    def run(self, guest: GuestRecord, command: Command, timeout: float = 60) -> RunResult:
+        """Run a command on a guest through fxctl's remote layer, host key pinned."""
+        with open_session(guest_host(self.state, guest)) as session:
+            return session.run(command, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86; .ci/setup does)")
+    reuse = os.environ.get("FXCTL_LAB_NAME")
+    name = reuse or f"pytest{os.getpid()}"
+    started_here = not is_running(LabState.load(name))
+    if started_here:
+        result = fxctl("lab", "up", "--name", name, timeout=UP_TIMEOUT_S)
+        assert result.returncode == 0, f"fxctl lab up failed:\n{result.stderr}\n{result.stdout}"
+        sys.stderr.write(result.stderr)
+    handle = Lab(name, started_here)
+    yield handle
+    if started_here:
+        fxctl("lab", "down", "--name", name, "--purge")
