@@ -9,6 +9,7 @@ Reads run synchronously in the engine's step (a few MiB per request at the defau
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -82,9 +83,10 @@ def open_real_l2(profile: Profile, directory: Path, scale: float = DEFAULT_SCALE
                        "use e.g. --profile lab")
     rates = tier_rates(profile)
     real = RealL2(None, rates.chunk_bytes, scale, rates.l2_chunks)
-    l2_bytes = max(real.stored_bytes * 4, real.stored_bytes * rates.l2_chunks)
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(directory).free
+        l2_bytes = max(real.stored_bytes * 4, min(real.stored_bytes * rates.l2_chunks, int(free * 0.8)))
         real.store = TierStore(TierConfig(l2_path=str(directory), l1_bytes=0, l2_bytes=l2_bytes,
                                           segment_bytes=min(1 << 30, l2_bytes), durable=False))
     except (OSError, RuntimeError) as exc:

@@ -30,7 +30,3 @@ def test_bad_profile_is_bad_input_with_exit_2():
     assert "no such profile: no-such-profile" in proc.stderr and "hint:" in proc.stderr
 
 
-def test_real_tier_without_the_store_says_not_yet_or_works(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "fxctl", "sim", "serve", "--profile", "lab", "--port", "0",
-                           "--real-tier", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 5 and "--real-tier" in proc.stderr
