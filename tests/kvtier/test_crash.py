@@ -67,7 +67,7 @@ def check_recovered(directory, progress, start):
         assert store.stats()["counters"].get("l2_checksum_failures", 0) == 0
         names = os.listdir(directory)
         assert [n for n in names if n.startswith("journal.")] == [f"journal.{store.l2.journal.generation}"]
-        assert all(n.startswith(("segment.", "journal.")) or n == "manifest" for n in names), names
+        assert all(n.startswith(("segment.", "journal.")) or n in ("manifest", "lock") for n in names), names
         return len(index), store.stats()["recovery"]
 
 

@@ -195,3 +195,22 @@ def test_direct_io_can_be_turned_off(disk_dir):
         assert store.stats()["l2"]["direct_io"] is False
     with TierStore(cfg) as store:
         assert read(store, "k", 4321) == chunk_bytes("k", 4321)
+
+
+def test_one_directory_one_store(disk_dir):
+    with TierStore(small_config(disk_dir)):
+        with pytest.raises(RuntimeError, match="in use by another store"):
+            TierStore(small_config(disk_dir))
+    TierStore(small_config(disk_dir)).close()
+
+
+def test_clear_removes_everything(disk_dir):
+    cfg = small_config(disk_dir)
+    with TierStore(cfg) as store:
+        for i in range(5):
+            store.put(f"k{i}", chunk_bytes(f"k{i}", 3000))
+        store.flush()
+        assert store.clear() == 5
+        assert store.contains(["k0"]) == 0
+    with TierStore(cfg) as store:
+        assert store.stats()["l2"]["chunks"] == 0 and store.stats()["l2"]["used_bytes"] == 0
