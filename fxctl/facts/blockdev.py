@@ -55,7 +55,7 @@ class Signatures(Fact):
 
     def command(self):
         return script(r"""for d in $(lsblk -dnpo PATH -e 7,11); do
-echo "## $d"; blkid -p -o export "$d" 2>/dev/null; done; true""")
+echo "## $d"; blockdev --flushbufs "$d" 2>/dev/null; blkid -p -o export "$d" 2>/dev/null; done; true""")
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
         found: dict[str, dict] = {}
