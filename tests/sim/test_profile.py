@@ -78,3 +78,27 @@ def test_missing_cost_parameter_and_unknown_profile(tmp_path):
     with pytest.raises(BadInput, match="no such profile: nope") as err:
         load_profile("nope")
     assert "lab" in err.value.hint
+
+
+@pytest.mark.parametrize("name", [n for n in SHIPPED if load_profile(n).cost_model == "roofline"])
+def test_every_roofline_profile_serves_and_l2_beats_recompute_for_a_long_prefix(name):
+    from fxctl.sim.engine import Engine
+    from fxctl.sim.request import SimRequest
+
+    profile = load_profile(name)
+    tokens = min(32_768, profile.get("model", "max_model_len") // 2)
+    prompt = list(range(50_000, 50_000 + tokens))
+
+    def ttft(engine, rid):
+        req = SimRequest(rid, prompt, 2, arrival=engine.now)
+        engine.add_request(req)
+        while engine.has_work():
+            engine.step()
+        return req.ttft()
+
+    engine = Engine(profile, offload=True)
+    recompute = ttft(engine, "fill")
+    engine.reset_prefix_cache()
+    engine.reset_tiers(("l1",))
+    from_l2 = ttft(engine, "cold")
+    assert 0 < from_l2 < recompute, (name, from_l2, recompute)
