@@ -81,9 +81,13 @@ def test_missing_cost_parameter_and_unknown_profile(tmp_path):
 
 
 @pytest.mark.parametrize("name", [n for n in SHIPPED if load_profile(n).cost_model == "roofline"])
-def test_every_roofline_profile_serves_and_l2_beats_recompute_for_a_long_prefix(name):
+def test_every_roofline_profile_serves_a_long_prefix_from_l2_at_the_per_request_rate(name):
+    """A lone request's prefix comes back from L2 at the per-request read rate. Where that beats recompute
+    is the profile's business: on the MI308X (R2) it does; on H200 and Atlas, whose L2 parameters are
+    carried over from the R2 fit, a lone 32K-token bf16 prefix recomputes faster than it loads."""
     from fxctl.sim.engine import Engine
     from fxctl.sim.request import SimRequest
+    from fxctl.sim.tierset import tier_rates
 
     profile = load_profile(name)
     tokens = min(32_768, profile.get("model", "max_model_len") // 2)
@@ -101,4 +105,7 @@ def test_every_roofline_profile_serves_and_l2_beats_recompute_for_a_long_prefix(
     engine.reset_prefix_cache()
     engine.reset_tiers(("l1",))
     from_l2 = ttft(engine, "cold")
-    assert 0 < from_l2 < recompute, (name, from_l2, recompute)
+    loaded = (tokens // 256 - (tokens % 256 == 0)) * 256 * kv_bytes_per_token(profile)
+    assert from_l2 == pytest.approx(loaded / tier_rates(profile).l2_request_bps, rel=0.2)
+    if name.startswith("mi308x") or name == "lab":
+        assert from_l2 < recompute
