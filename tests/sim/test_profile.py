@@ -106,6 +106,7 @@ def test_every_roofline_profile_serves_a_long_prefix_from_l2_at_the_per_request_
     engine.reset_tiers(("l1",))
     from_l2 = ttft(engine, "cold")
     loaded = (tokens // 256 - (tokens % 256 == 0)) * 256 * kv_bytes_per_token(profile)
-    assert from_l2 == pytest.approx(loaded / tier_rates(profile).l2_request_bps, rel=0.2)
+    load_s = loaded / tier_rates(profile).l2_request_bps
+    assert load_s <= from_l2 <= load_s + 0.1 * recompute  # plus the last partial chunk's prefill
     if name.startswith("mi308x") or name == "lab":
         assert from_l2 < recompute
