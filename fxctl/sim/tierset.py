@@ -50,19 +50,19 @@ def tier_rates(profile: Profile, backend: str | None = None) -> TierRates:
 
 
 class TierSet:
-    def __init__(self, rates: TierRates, l2: L2Store | None = None):
+    def __init__(self, rates: TierRates, chunk_tokens: int, l2: L2Store | None = None):
         self.rates = rates
+        self.chunk_tokens = chunk_tokens
         self.l1 = ModelledTier("l1", rates.l1_chunks, rates.chunk_bytes, SharedLink(rates.l1_bps))
         self.l2 = l2 or ModelledTier("l2", rates.l2_chunks, rates.chunk_bytes,
                                      SharedLink(rates.l2_bps, rates.l2_request_bps))
-        self.chunk_tokens = 256
 
     def by_name(self, name: str):
         return self.l1 if name == "l1" else self.l2
 
     def lookup(self, req: SimRequest, stats: EngineStats) -> list[tuple[str, int, int]]:
         """(tier, first token, tokens) to read: the full chunks after the HBM hit, L1 first, then L2."""
-        chunk = self._chunk_tokens(req)
+        chunk = self.chunk_tokens
         first_chunk = req.computed // chunk
         last_useful = (req.prefill_target - 1) // chunk  # leave a token to compute
         keys = req.chunk_keys[first_chunk:last_useful]
@@ -85,12 +85,9 @@ class TierSet:
             loads.append(("l2", start, (first_chunk + l1_hits + l2_hits) * chunk - start))
         return loads
 
-    def _chunk_tokens(self, req: SimRequest) -> int:
-        return self.chunk_tokens
-
     def start_read(self, tier: str, req: SimRequest, first_token: int, tokens: int, now: float,
                    stats: EngineStats) -> Transfer:
-        chunk = self._chunk_tokens(req)
+        chunk = self.chunk_tokens
         keys = req.chunk_keys[first_token // chunk:(first_token + tokens) // chunk]
         nbytes = tokens * self.rates.chunk_bytes / chunk
         stats.tier_read_bytes[tier] += nbytes
@@ -124,6 +121,4 @@ class TierSet:
 
 
 def build_tiers(profile: Profile, backend: str | None = None, l2: L2Store | None = None) -> TierSet:
-    tiers = TierSet(tier_rates(profile, backend), l2)
-    tiers.chunk_tokens = int(profile.get("tiers", "chunk_tokens", 256))
-    return tiers
+    return TierSet(tier_rates(profile, backend), int(profile.get("tiers", "chunk_tokens", 256)), l2)

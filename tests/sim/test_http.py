@@ -141,3 +141,23 @@ def test_preemption_over_http_when_hbm_is_full(tmp_path):
         metrics = client.metrics()
         assert value(metrics, "vllm:num_preemptions_total") == sum(a["fxctl_sim"]["preemptions"] for a in answers)
         assert value(metrics, "vllm:kv_cache_usage_perc") == 0
+
+
+def test_a_client_that_goes_away_frees_its_request(lab):
+    import http.client
+    import time
+
+    conn = http.client.HTTPConnection("127.0.0.1", lab.port, timeout=30)
+    conn.request("POST", "/v1/completions", body=json.dumps({
+        "model": MODEL, "prompt": "a long answer please", "max_tokens": 5000, "stream": True}),
+        headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.readline().startswith(b"data: ")
+    conn.close()  # hang up mid-stream
+    for _ in range(100):
+        metrics = lab.metrics()
+        if value(metrics, "vllm:num_requests_running") == 0:
+            break
+        time.sleep(0.05)
+    assert value(metrics, "vllm:num_requests_running") == 0
+    assert value(metrics, "vllm:kv_cache_usage_perc") == 0
