@@ -225,11 +225,8 @@ class TierStore:
                 l2_jobs.append((i, key, dest, self._readers.submit(self._get_l2, key, dest)))
             else:
                 self.metrics.add("l1_misses")
-        for i, key, dest, fut in l2_jobs:
-            n = fut.result()
-            results[i] = n
-            if n is not None and self.l2.hits(key) >= self.cfg.promote_after_hits:
-                self._promote(key, dest, n)
+        for i, _key, _dest, fut in l2_jobs:
+            results[i] = fut.result()
         return results
 
     def _get_dram(self, key: str, dest: memoryview) -> int | None:
@@ -254,6 +251,8 @@ class TierStore:
         self.metrics.add("l2_hits")
         self.metrics.add("l2_bytes_read", n)
         self.metrics.observe("get_l2", time.perf_counter() - t0)
+        if self.l2.hits(key) >= self.cfg.promote_after_hits:
+            self._promote(key, dest, n)
         return n
 
     def _promote(self, key: str, src: memoryview, nbytes: int) -> None:
