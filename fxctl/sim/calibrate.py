@@ -168,9 +168,14 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
     gains = {c: runs["tiered"][c].output_throughput / runs["baseline"][c].output_throughput - 1
              for c in workload.concurrency}
     best = max(gains, key=gains.get)
+    tiered = runs["tiered"]
     notes = [f"emulated throughput gain by concurrency: "
              + ", ".join(f"c={c}: {100 * g:+.1f} %" for c, g in gains.items())
-             + f" (largest at c={best}; R2 names c=16 the best operating point and publishes no c=32 gain)"]
+             + f" (largest at c={best}; R2 publishes no gain at c={workload.concurrency[-1]})",
+             "tiered operating points: " + ", ".join(
+                 f"c={c}: {tiered[c].output_throughput:.1f} tok/s at TTFT p50 {tiered[c].ttft_p50_s:.1f} s"
+                 for c in workload.concurrency)
+             + " (R2's 'best operating point' c=16 matches a TTFT p50 SLO between the c=16 and c=32 TTFTs)"]
     return CalibrationReport(profile.name, INTERPRETATION, vars(workload) | {"concurrency": list(workload.concurrency)},
                              r2_figures(runs, workload.concurrency), runs, fitted, sourced, model_seconds,
                              time.perf_counter() - started, notes)

@@ -97,12 +97,13 @@ class TierSet:
         return self.l1.link.start(nbytes, now)
 
     def store(self, req: SimRequest, stats: EngineStats) -> None:
-        """Offload the prompt's full chunks: into L1, and written behind to L2."""
+        """Offload the prompt's full chunks: into L1, and written behind to L2 unless already there."""
         keys = req.chunk_keys
         self.l1.add(keys)
-        self.l2.add(keys)
         stats.tier_stored_chunks["l1"] += len(keys)
-        stats.tier_stored_chunks["l2"] += len(keys)
+        new = keys[self.l2.prefix_hits(keys):]
+        self.l2.add(new)
+        stats.tier_stored_chunks["l2"] += len(new)
 
     def advance(self, now: float) -> list[tuple[str, Transfer]]:
         done = [("l1", t) for t in self.l1.link.advance(now)]
