@@ -72,8 +72,8 @@ def calibrate_command(app: App, profile_name, requests_per_client):
     fitted = "\n".join(f"  {p['parameter']} = {p['value']}  ({p['source']})" for p in report.fitted)
     text = (f"\n{report.interpretation}.\n"
             f"Fitted to R2 ({len(report.fitted)} numbers, against {len(report.figures)} figures):\n{fitted}\n"
-            f"Taken from datasheets, model config, field measurements or stated assumptions: "
-            f"{report.sourced} parameters (see the profile).\n"
+            f"Not fitted: " + ", ".join(f"{n} from {kind}" for kind, n in report.sourced.items())
+            + " (every one with its source in the profile).\n"
             + "\n".join(report.notes)
             + f"\n{EMULATOR} {report.model_seconds:.0f} model seconds ran in {report.wall_seconds:.1f} s.")
     emit(report.to_dict(), app.output_format, rows=rows,

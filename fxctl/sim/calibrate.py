@@ -55,7 +55,7 @@ class CalibrationReport:
     figures: list[Figure]
     runs: dict[str, dict[int, RunSummary]]
     fitted: list[dict]
-    sourced: int
+    sourced: dict[str, int]     # kind of source -> number of parameters
     model_seconds: float
     wall_seconds: float
     notes: list[str] = field(default_factory=list)
@@ -164,7 +164,7 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
     fitted_keys = profile.calibration.get("fitted", [])
     fitted = [{"parameter": k, "value": value_of(profile, k), "source": source_of(profile, k)}
               for k in fitted_keys]
-    sourced = sum(1 for key, _, src in profile.sources() if "fitted" not in src.lower())
+    sourced = count_sources(profile)
     gains = {c: runs["tiered"][c].output_throughput / runs["baseline"][c].output_throughput - 1
              for c in workload.concurrency}
     best = max(gains, key=gains.get)
@@ -179,6 +179,19 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
     return CalibrationReport(profile.name, INTERPRETATION, vars(workload) | {"concurrency": list(workload.concurrency)},
                              r2_figures(runs, workload.concurrency), runs, fitted, sourced, model_seconds,
                              time.perf_counter() - started, notes)
+
+
+def count_sources(profile: Profile) -> dict[str, int]:
+    """How many parameters come from each kind of source (fitted ones are listed apart)."""
+    counts = {"datasheet, model config or measurement": 0, "assumption or estimate": 0}
+    for _, _, source in profile.sources():
+        lowered = source.lower()
+        if "fitted to r2" in lowered and not lowered.startswith(("assumption", "estimate")):
+            continue
+        kind = "assumption or estimate" if lowered.startswith(("assumption", "estimate", "stand-in")) \
+            else "datasheet, model config or measurement"
+        counts[kind] += 1
+    return counts
 
 
 def value_of(profile: Profile, dotted: str):
