@@ -176,9 +176,24 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
                  f"c={c}: {tiered[c].output_throughput:.1f} tok/s at TTFT p50 {tiered[c].ttft_p50_s:.1f} s"
                  for c in workload.concurrency)
              + " (R2's 'best operating point' c=16 matches a TTFT p50 SLO between the c=16 and c=32 TTFTs)"]
+    notes += working_set_warnings(profile, workload)
     return CalibrationReport(profile.name, INTERPRETATION, vars(workload) | {"concurrency": list(workload.concurrency)},
                              r2_figures(runs, workload.concurrency), runs, fitted, sourced, model_seconds,
                              time.perf_counter() - started, notes)
+
+
+def working_set_warnings(profile: Profile, workload: Workload) -> list[str]:
+    """Cold recovery assumes every prompt's KV survives in L2; say so when it cannot."""
+    from fxctl.sim.tierset import tier_rates
+
+    capacity = tier_rates(profile).l2_chunks
+    chunk = int(profile.get("tiers", "chunk_tokens", 256))
+    largest = max(workload.concurrency) * workload.requests_per_client
+    needed = int(largest * workload.prompt_tokens / chunk)
+    if needed <= capacity:
+        return []
+    return [f"WARNING: at c={max(workload.concurrency)} the prompts need about {needed} chunks, more than L2 holds "
+            f"({capacity}): L2 evicts during the fill and the replay partly recomputes; lower --requests-per-client"]
 
 
 def count_sources(profile: Profile) -> dict[str, int]:
