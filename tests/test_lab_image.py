@@ -166,3 +166,15 @@ def test_newc_header_is_what_cpio_reads(tmp_path):
         assert _read_newc(out.getvalue())["hello"][1] == b"world\n"
         return
     assert listing.stdout.decode().split() == ["hello"]
+
+
+def test_missing_host_programs_are_named_with_the_install_command():
+    from fxctl.lab import hosttools
+
+    tools = {"fxctl-no-such-program": "fxctl-no-such-package", "sh": "dash"}
+    missing = hosttools.find_missing(tools)
+    assert missing.programs == ("fxctl-no-such-program",)
+    with pytest.raises(FxError) as info:
+        hosttools.require(tools, install=False, progress=lambda _m: None)
+    assert "fxctl-no-such-program" in info.value.message
+    assert "apt-get install -y fxctl-no-such-package" in info.value.hint

@@ -79,10 +79,14 @@ def wait_until_answering(state: LabState, *, timeout_s: float, progress: Callabl
 
 
 def _wait(state, timeout_s, progress, alive) -> dict[str, float]:
-    started = time.monotonic()
+    started = last_word = time.monotonic()
     waiting = {g.name: g for g in state.guests}
     answered: dict[str, float] = {}
+    progress(f"waiting for {', '.join(waiting)} to boot and answer SSH (about a minute)")
     while waiting:
+        if time.monotonic() - last_word >= 20:
+            last_word = time.monotonic()
+            progress(f"still booting: {', '.join(waiting)} ({last_word - started:.0f} s)")
         for name, guest in list(waiting.items()):
             if not alive(guest):
                 raise FxError(f"{name}: QEMU exited while booting",

@@ -66,3 +66,10 @@ def run_apt_install(packages: tuple[str, ...]) -> None:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise FxError(f"apt-get install {' '.join(packages)} failed: {' / '.join(tail)}",
                       "run 'apt-get update' first, then try again")
+
+
+def run_apt_update() -> None:
+    result = subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise FxError(f"apt-get update failed: {' / '.join(tail)}", "check the network and apt sources")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from fxctl.errors import FxError
 from fxctl.lab import hosttools
 from fxctl.lab.guest_files import write_overlay
 from fxctl.lab.kernel import check_host_suite, download_kernel, trim_modules, vmlinux_from_bzimage
@@ -55,7 +56,7 @@ def ensure_image(*, force: bool = False, install_deps: bool = False, progress: P
     """The cached image for the current recipe, building it first when absent (or when forced)."""
     hosttools.require(hosttools.BUILD_TOOLS, install=install_deps, progress=progress)
     check_host_suite()
-    recipe = current_recipe()
+    recipe = _current_recipe(install_deps, progress)
     image = image_for(recipe)
     cache_root().mkdir(parents=True, exist_ok=True)
     with _build_lock(image):
@@ -64,6 +65,18 @@ def ensure_image(*, force: bool = False, install_deps: bool = False, progress: P
             return image
         _build(recipe, image, progress)
     return image
+
+
+def _current_recipe(install_deps: bool, progress: Progress) -> Recipe:
+    """The recipe; with --install-deps (root), refresh apt's package lists once if they lack the kernel."""
+    try:
+        return current_recipe()
+    except FxError:
+        if not (install_deps and hosttools.can_install()):
+            raise
+    progress("apt-get update (the package lists do not name a bookworm kernel)")
+    hosttools.run_apt_update()
+    return current_recipe()
 
 
 @contextmanager
