@@ -24,10 +24,10 @@ class TierConfig:
     l1_bytes: int = 1 * GIB
     l2_bytes: int = 16 * GIB
     segment_bytes: int = 1 * GIB
-    io_threads: int = 4                    # parallel chunk reads
+    io_threads: int = 8                    # most chunk reads in parallel
+    inflight_bytes: int = 128 * MIB        # ... and about this many bytes requested at once (see store.py)
     write_threads: int = 2
-    max_request_bytes: int = 4 * MIB       # one request per piece: 4 threads x 4 MiB keep ~16 MiB in flight,
-                                           # which the virtio disk here serves faster than 64+ MiB
+    max_request_bytes: int = 64 * MIB      # a chunk is read with one request up to this size
     max_pending_bytes: int = 512 * MIB     # write-behind queue bound; beyond it puts wait
     put_wait_s: float = 5.0                # how long a put waits for queue space before skipping L2
     verify_reads: bool = True

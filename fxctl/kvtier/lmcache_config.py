@@ -57,6 +57,7 @@ def lmcache_environment(config_file: str) -> dict[str, str]:
 def tier_config_from_extra(extra_config: dict[str, Any] | None) -> TierConfig:
     """The TierConfig the plugin builds from LMCache's extra_config (keys fxtier.<field>)."""
     values = {k[len(EXTRA_PREFIX):]: v for k, v in (extra_config or {}).items() if k.startswith(EXTRA_PREFIX)}
-    if "l1_bytes" not in values:
-        values["l1_bytes"] = 0
+    values.setdefault("l1_bytes", 0)
+    # a put runs in the serving engine's thread: when the write-behind queue is full, skip L2 rather than wait
+    values.setdefault("put_wait_s", 0.05)
     return TierConfig.from_mapping(values)
