@@ -225,6 +225,9 @@ def ratios(results: dict) -> list[dict]:
             both_at_limit = limit and lmc["restore_gbps"] >= 0.9 * limit and res.fxctl_restore_gbps >= 0.9 * limit
             if not r["met"] and both_at_limit:
                 r["met"], r["detail"] = True, r["detail"] + " (both at the disk's limit)"
+            elif not r["met"] and limit and 2 * lmc["restore_gbps"] > limit:
+                r["detail"] += (f" (LMCache at {lmc['restore_gbps'] / limit:.2f}x the limit: 2x would exceed the disk;"
+                                f" fxctl at {res.fxctl_restore_gbps / limit:.2f}x)")
             rows.append(r)
         elif lmc:
             rows.append({"measure": f"LMCache LocalDiskBackend ({tag})", "value": None, "goal": None,
