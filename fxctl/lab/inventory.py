@@ -54,7 +54,8 @@ def lab_arrays(state: LabState) -> list[dict]:
                 "transport": "rdma", "listen": {"address": link.address.split("/")[0], "port": LISTEN_PORT},
                 "drives": [{"serial": d.serial} for d in drives], "initiators": [link.peer],
                 "raid": {"chunk": "64K", "metadata": "1.2"},
-                "filesystem": {"type": "xfs", "label": name[:12], "mount": f"/mnt/{name}",
+                "filesystem": {"type": "xfs", "label": "kvtier" if name == "kvtier" else f"kvtier{link.index}",
+                               "mount": f"/mnt/{name}",
                                "options": ["noatime", "logbsize=256k", "largeio", "swalloc"]},
             })
     return arrays

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from fxctl.errors import BadInput, FxError
+from fxctl.errors import FxError
 from fxctl.lab import hosttools
 from fxctl.lab.access import wait_until_answering, write_known_hosts
 from fxctl.lab.image import LabImage, ensure_image
@@ -47,8 +47,7 @@ def up(spec: LabSpec, *, install_deps: bool = False, progress: Progress) -> UpRe
     plan = plan_lab(spec)
     existing = LabState.load(spec.name)
     if is_running(existing):
-        _check_same_shape(existing, plan)
-        progress(f"lab {spec.name} is already running")
+        progress(f"lab {spec.name} is already running{_shape_note(existing, plan)}")
         return UpResult(existing, True, 0.0, {})
     if existing is not None and running_guests(existing):
         progress(f"lab {spec.name} is partly running: stopping what is left first")
@@ -66,11 +65,13 @@ def up(spec: LabSpec, *, install_deps: bool = False, progress: Progress) -> UpRe
     return UpResult(state, False, time.monotonic() - started, boot)
 
 
-def _check_same_shape(state: LabState, plan: LabPlan) -> None:
-    wanted = [g.name for g in plan.guests]
-    if [g.name for g in state.guests] != wanted:
-        raise BadInput(f"lab {state.name} already runs with guests {', '.join(g.name for g in state.guests)}",
-                       f"run 'fxctl lab down --name {state.name}' first to change its shape")
+def _shape_note(state: LabState, plan: LabPlan) -> str:
+    """Nothing when the running lab has the asked shape; otherwise what it has and how to change it."""
+    running = [g.name for g in state.guests]
+    if running == [g.name for g in plan.guests]:
+        return ""
+    return (f" with guests {', '.join(running)} (left as it is: run 'fxctl lab down --name {state.name}' "
+            "first to change its shape)")
 
 
 def _start(plan: LabPlan, image: LabImage, progress: Progress) -> LabState:

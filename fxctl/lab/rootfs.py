@@ -29,6 +29,8 @@ def mmdebstrap_argv(packages, kernel: KernelRelease, modules_dir: Path, overlay:
         'rm -f "$1"/etc/ssh/ssh_host_* "$1"/etc/nvme/hostnqn "$1"/etc/nvme/hostid',
         'ln -sf /lib/systemd/systemd "$1/init"',
         ': > "$1/etc/machine-id"',
+        # the host's resolver must not leak into guests that can reach nothing anyway
+        'rm -f "$1/etc/resolv.conf" && echo "# fxctl lab: no DNS" > "$1/etc/resolv.conf"',
         # no logind in a lab guest: logins must not wait for it through pam_systemd
         'sed -i "/pam_systemd.so/d" "$1/etc/pam.d/common-session"',
         *(f'chroot "$1" systemctl disable {unit}' for unit in DISABLED_UNITS),

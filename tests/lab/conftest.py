@@ -33,6 +33,15 @@ def fxctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab_stops: stops the session's lab, so it runs after every other test")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests marked lab_stops go last in the session (stable sort keeps every other order)."""
+    items.sort(key=lambda item: item.get_closest_marker("lab_stops") is not None)
+
+
 @dataclass
 class Lab:
     name: str

@@ -80,7 +80,10 @@ def test_private_link_has_mtu_9000_and_carries_jumbo_frames(lab):
 def test_soft_roce_on_the_initiator_is_active_with_a_roce_v2_gid(lab):
     initiator = lab.guests("initiator")[0]
     link = initiator.links[0]
-    lab.run(initiator, sh("rdma", "link", "add", "rxe0", "type", "rxe", "netdev", link.netdev))
+    existed = lab.run(initiator, sh("rdma", "link", "show", "rxe0/1")).ok  # a reused lab may have it
+    if not existed:
+        added = lab.run(initiator, sh("rdma", "link", "add", "rxe0", "type", "rxe", "netdev", link.netdev))
+        assert added.ok, added.stderr
     try:
         links = json.loads(lab.run(initiator, sh("rdma", "-j", "link", "show", "rxe0/1")).stdout)
         assert links[0]["state"] == "ACTIVE" and links[0]["netdev"] == link.netdev
@@ -91,7 +94,32 @@ def test_soft_roce_on_the_initiator_is_active_with_a_roce_v2_gid(lab):
         gid_type = lab.run(initiator, sh("cat", "/sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1")).stdout
         assert gid_type.strip() == "RoCE v2"
     finally:
-        lab.run(initiator, sh("rdma", "link", "delete", "rxe0"))
+        if not existed:
+            lab.run(initiator, sh("rdma", "link", "delete", "rxe0"))
+
+
+def test_guests_reach_nothing_beyond_the_lab(lab):
+    """restrict=on user networking: no route out, the host's slirp side refuses, no resolver configured."""
+    for guest in lab.guests():
+        probe = lab.run(guest, sh("python3", "-c", PROBE_OUTSIDE), timeout=60)
+        assert probe.ok, probe.stderr
+        assert probe.stdout.split() == ["refused", "unreachable", "nodns"], probe.stdout
+
+
+PROBE_OUTSIDE = """
+import socket
+s = socket.socket(); s.settimeout(5)
+try:
+    s.connect(("10.0.2.2", 22)); print("connected")
+except OSError:
+    print("refused")
+s = socket.socket(); s.settimeout(5)
+try:
+    s.connect(("192.0.2.1", 80)); print("connected")
+except OSError as e:
+    print("unreachable" if e.errno == 101 else f"other:{e.errno}")
+print("nodns" if "nameserver" not in open("/etc/resolv.conf").read() else "dns")
+"""
 
 
 def test_a_changed_host_key_is_refused(lab, tmp_path):
@@ -130,8 +158,9 @@ def test_up_on_a_running_lab_is_harmless(lab):
     assert all(g["running"] for g in status["guests"])
 
 
+@pytest.mark.lab_stops
 def test_down_leaves_no_qemu_process_and_frees_its_ports(lab):
-    """Runs last in this module: it stops the session's lab."""
+    """Runs last in the session (conftest orders lab_stops tests last): it stops the session's lab."""
     if not lab.started_here:
         pytest.skip(f"FXCTL_LAB_NAME={lab.name} names a lab this session did not start: not stopping it")
     state = lab.state
