@@ -74,22 +74,40 @@ class TierStore:
             if release is not None:
                 release()
                 release = None
-        kept = self._keep_in_l1(key, buf, nbytes, meta, borrowed)
-        queued = self._enqueue(PendingWrite(key, buf, nbytes, meta, release)) if self.l2 else False
+        kept, queued, free = self._place(PendingWrite(key, buf, nbytes, meta, release), borrowed)
+        for b in free:
+            self.pool.give(b)
         if not kept and not queued:
             self._give_back(buf, release)
         self.metrics.add("puts")
         self.metrics.observe("put", time.perf_counter() - t0)
         return kept or queued
 
-    def _keep_in_l1(self, key: str, buf: memoryview, nbytes: int, meta: bytes, borrowed: bool) -> bool:
-        if borrowed or self.cfg.l1_bytes <= 0:
-            return False
-        with self._lock:
-            inserted, free = self._insert_l1_locked(key, L1Chunk(buf, nbytes, meta))
-        for b in free:
-            self.pool.give(b)
-        return inserted
+    def _place(self, item: PendingWrite, borrowed: bool) -> tuple[bool, bool, list]:
+        """Put a new chunk into L1 and the write-behind queue in one step under the lock: in between, another
+        thread's eviction could free the buffer while the queue still needs it."""
+        with self._cond:
+            queued = self.l2 is not None and self._wait_for_queue_room_locked(len(item.buf))
+            kept, free = False, []
+            if not borrowed and self.cfg.l1_bytes > 0:
+                # before the new pending write is registered: an older version's buffer still belongs to
+                # its own (now cancelled) write, which frees it
+                kept, free = self._insert_l1_locked(item.key, L1Chunk(item.buf, item.nbytes, item.meta))
+            if queued:
+                old = self._pending.get(item.key)
+                if old is not None:
+                    old.cancelled = True  # superseded: the writer drops it
+                self._pending[item.key] = item
+                self._queue.append(item)
+                self._queued_bytes += len(item.buf)
+                self._cond.notify_all()
+            elif kept:
+                old = self._pending.pop(item.key, None)
+                if old is not None:
+                    old.cancelled = True  # an older version must not be committed over this one
+        if kept and not queued and self.l2 is not None:
+            self.l2.remove(item.key)  # L2 may hold an older version; this one is demoted on eviction
+        return kept, queued, free
 
     def _insert_l1_locked(self, key: str, chunk: L1Chunk, protected: bool = False) -> tuple[bool, list]:
         """Insert into L1; returns (inserted, evicted buffers that nobody holds any more)."""
@@ -100,31 +118,40 @@ class TierStore:
             writing = self._pending.get(old_key)
             if writing is not None and writing.buf is old.buf:
                 continue  # the write-behind still holds this buffer (demotion in flight); it frees it
-            if old.buf is not chunk.buf:
-                free.append(old.buf)
+            if old_key == key or old.buf is chunk.buf:
+                if old.buf is not chunk.buf:
+                    free.append(old.buf)  # an older version of the chunk being put
+                continue
+            if not old.in_l2 and self._demote_locked(old_key, old):
+                continue
+            free.append(old.buf)
         return inserted, free
 
-    def _enqueue(self, item: PendingWrite) -> bool:
-        size = len(item.buf)
-        deadline = time.monotonic() + self.cfg.put_wait_s
-        with self._cond:
-            while self._queued_bytes + size > self.cfg.max_pending_bytes and self._queued_bytes and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.metrics.add("l2_skipped_writes")
-                    self.metrics.add("l2_queue_full")
-                    return False
-                self._cond.wait(left)
-            if self._closed:
-                return False
-            old = self._pending.get(item.key)
-            if old is not None:
-                old.cancelled = True  # superseded: the writer drops it
-            self._pending[item.key] = item
-            self._queue.append(item)
-            self._queued_bytes += size
-            self._cond.notify_all()
+    def _demote_locked(self, key: str, chunk: L1Chunk) -> bool:
+        """Queue an evicted chunk that L2 does not have yet (never waits: the lock is held)."""
+        if self.l2 is None or self._closed or key in self._pending or (
+                self._queued_bytes and self._queued_bytes + len(chunk.buf) > self.cfg.max_pending_bytes):
+            if self.l2 is not None:
+                self.metrics.add("l1_dropped")
+            return False
+        item = PendingWrite(key, chunk.buf, chunk.nbytes, chunk.meta, None)
+        self._pending[key] = item
+        self._queue.append(item)
+        self._queued_bytes += len(chunk.buf)
+        self.metrics.add("l1_demotions")
+        self._cond.notify_all()
         return True
+
+    def _wait_for_queue_room_locked(self, size: int) -> bool:
+        deadline = time.monotonic() + self.cfg.put_wait_s
+        while self._queued_bytes + size > self.cfg.max_pending_bytes and self._queued_bytes and not self._closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.metrics.add("l2_skipped_writes")
+                self.metrics.add("l2_queue_full")
+                return False
+            self._cond.wait(left)
+        return not self._closed
 
     def _write_loop(self) -> None:
         while True:
@@ -152,9 +179,7 @@ class TierStore:
             ok = [False] * len(live)
         if live:
             self.metrics.observe("l2_write", time.perf_counter() - t0)
-        for w, stored in zip(live, ok):
-            if not stored:
-                log.debug("kvtier: %s not written to L2", w.key)
+        stored = {id(w) for w, done in zip(live, ok) if done}
         with self._cond:
             for w in batch:
                 self._queued_bytes -= len(w.buf)
@@ -162,7 +187,7 @@ class TierStore:
                     del self._pending[w.key]
                 chunk = self.l1.peek(w.key)
                 if chunk is not None and chunk.buf is w.buf:
-                    chunk.in_l2 = True
+                    chunk.in_l2 = id(w) in stored  # if not, its eviction tries the write again
                     w.buf = None
             self._cond.notify_all()
         for w in batch:
@@ -287,7 +312,7 @@ class TierStore:
         buf = self.pool.take(padded(nbytes, ALIGN))
         buf[:nbytes] = src[:nbytes]
         with self._lock:
-            if key in self.l1:
+            if key in self.l1 or key in self._pending:
                 inserted, free = False, []
             else:
                 inserted, free = self._insert_l1_locked(
