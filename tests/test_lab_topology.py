@@ -86,13 +86,13 @@ def _guest(**extra) -> GuestRecord:
 def test_qemu_argv_loopback_only_restricted_and_pvh(tmp_path):
     guest = _guest(links=[LinkRecord(0, "initiator1", "eth1", "52:54:00:ab:01:01", "10.99.0.1/24", 40100, True)],
                    drives=[DriveRecord("FXLABABG1D1", str(tmp_path / "nvme1.img"), "/dev/disk/by-id/x")])
-    argv = qemu_argv("lab", guest, vmlinux="/c/vmlinux", initramfs="/c/initramfs.cpio.zst", memory_mib=1280,
+    argv = qemu_argv("lab", guest, vmlinux="/c/vmlinux", initramfs="/c/initramfs.cpio.lz4", memory_mib=1280,
                      folder=tmp_path)
     line = " ".join(argv)
     assert argv[0] == "qemu-system-x86_64"
     assert "-accel tcg,tb-size=256 -cpu max -smp 1 -m 1280" in line
     assert f"-uuid {guest.uuid}" in line
-    assert "-kernel /c/vmlinux -initrd /c/initramfs.cpio.zst" in line
+    assert "-kernel /c/vmlinux -initrd /c/initramfs.cpio.lz4" in line
     assert "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:40022-:22" in line
     assert "stream,id=link0,server=on,addr.type=inet,addr.host=127.0.0.1,addr.port=40100" in line
     assert "host_mtu=9000" in line

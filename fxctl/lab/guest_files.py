@@ -82,8 +82,12 @@ MASKED_UNITS = (
     "rdma-ndd.service", "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount", "modprobe@drm.service",
     "modprobe@efi_pstore.service", "modprobe@fuse.service", "modprobe@loop.service", "modprobe@dm_mod.service",
     "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "dev-hugepages.mount", "sys-fs-fuse-connections.mount",
-    "systemd-logind.service",
+    "systemd-logind.service", "systemd-update-utmp.service", "systemd-update-utmp-runlevel.service",
+    "systemd-random-seed.service", "systemd-sysusers.service", "systemd-journal-flush.service",
 )
+
+# the journal stays in RAM (/run): guests are stateless, and flushing it costs seconds under TCG
+JOURNALD_CONFIG = "[Journal]\nStorage=volatile\n"
 
 # units a guest may use but should not start at boot (fxctl provision can enable them)
 DISABLED_UNITS = ("nvmf-autoconnect.service",)
@@ -107,6 +111,7 @@ def write_overlay(root: Path) -> None:
         "etc/hostname": ("lab\n", 0o644),
         "etc/fstab": ("# fxctl lab: the root filesystem is the initramfs\n", 0o644),
         "etc/modprobe.d/fxctl-lab.conf": (MODPROBE_BLACKLIST, 0o644),
+        "etc/systemd/journald.conf.d/fxctl-lab.conf": (JOURNALD_CONFIG, 0o644),
     }
     for rel, (text, mode) in files.items():
         path = root / rel

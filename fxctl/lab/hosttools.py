@@ -11,7 +11,7 @@ from fxctl.errors import FxError
 
 # program -> Debian package
 BUILD_TOOLS = {
-    "apt-get": "apt", "dpkg-deb": "dpkg", "mmdebstrap": "mmdebstrap", "zstd": "zstd",
+    "apt-get": "apt", "dpkg-deb": "dpkg", "mmdebstrap": "mmdebstrap", "lz4": "lz4",
     "ssh-keygen": "openssh-client",
 }
 RUN_TOOLS = {

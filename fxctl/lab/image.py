@@ -34,7 +34,7 @@ class LabImage:
 
     @property
     def initramfs(self) -> Path:
-        return self.folder / "initramfs.cpio.zst"
+        return self.folder / "initramfs.cpio.lz4"
 
     @property
     def manifest(self) -> Path:
@@ -104,8 +104,8 @@ def _build(recipe: Recipe, image: LabImage, progress: Progress) -> None:
         rootfs_tar = scratch / "rootfs.tar"
         run_mmdebstrap(mmdebstrap_argv(recipe.packages, recipe.kernel, modules, overlay, rootfs_tar),
                        scratch / "mmdebstrap.log")
-        progress("initramfs: packing rootfs as zstd cpio")
-        pack_initramfs(rootfs_tar, staged / "initramfs.cpio.zst")
+        progress("initramfs: packing rootfs as lz4 cpio")
+        pack_initramfs(rootfs_tar, staged / "initramfs.cpio.lz4")
         _write_manifest(staged, recipe, time.monotonic() - started)
         if image.folder.exists():
             shutil.rmtree(image.folder)

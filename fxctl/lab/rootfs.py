@@ -1,5 +1,5 @@
 """The guest root filesystem: mmdebstrap minbase + the lab's packages, kernel modules and overlay,
-packed as one zstd cpio initramfs (`/init` -> systemd): guests run from RAM, clean at every boot."""
+packed as one lz4 cpio initramfs (`/init` -> systemd): guests run from RAM, clean at every boot."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from fxctl.lab.recipe import MIRROR, SUITE, KernelRelease
 
 EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
                   "/usr/share/lintian/*", "/usr/share/zoneinfo/right/*")
-ZSTD_LEVEL = "5"
 
 
 def mmdebstrap_argv(packages, kernel: KernelRelease, modules_dir: Path, overlay: Path, out_tar: Path) -> list[str]:
@@ -51,10 +50,14 @@ def run_mmdebstrap(argv: list[str], log_path: Path) -> None:
 
 
 def pack_initramfs(rootfs_tar: Path, out: Path) -> None:
-    """tar -> newc cpio -> zstd, with /dev/console present for the kernel's first console."""
+    """tar -> newc cpio -> lz4 (legacy format, the one the kernel reads), with /dev/console present.
+
+    lz4 over zstd: under TCG the kernel unpacks it in about half the time (5-7 s against 10-13 s for
+    this rootfs), which is most of what a warm boot can still save.
+    """
     tmp = out.with_suffix(".tmp")
-    with subprocess.Popen(["zstd", "-q", "-T0", f"-{ZSTD_LEVEL}", "-f", "-o", str(tmp)],
-                          stdin=subprocess.PIPE) as proc:
+    with open(tmp, "wb") as sink, subprocess.Popen(["lz4", "-l", "-q", "-c"], stdin=subprocess.PIPE,
+                                                   stdout=sink) as proc:
         writer = CpioWriter(proc.stdin)
         tar_to_cpio(rootfs_tar, writer)
         if "dev/console" not in writer.names:
@@ -62,5 +65,5 @@ def pack_initramfs(rootfs_tar: Path, out: Path) -> None:
         writer.close()
         proc.stdin.close()
     if proc.returncode != 0:
-        raise FxError("zstd failed while packing the initramfs", "check free disk space in the cache folder")
+        raise FxError("lz4 failed while packing the initramfs", "check free disk space in the cache folder")
     tmp.replace(out)
