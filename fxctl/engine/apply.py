@@ -159,6 +159,6 @@ def summary_rows(reports: list[HostReport], verbose: int = 0) -> list[list[str]]
             if verbose and step.commands:
                 detail = "\n".join(step.commands)
             rows.append([report.host, step.step, step.status.value, tail(detail, 6)])
-        if report.steps and report.error and report.status == Status.FAILED:
+        if report.steps and report.error and not any(s.status == Status.FAILED for s in report.steps):
             rows.append([report.host, "(verify)", "failed", report.error])
     return rows

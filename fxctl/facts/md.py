@@ -72,3 +72,46 @@ mdadm --examine --export "$d" 2>/dev/null; done; true""", *self.devices)
         return {dev: (None if raw is None else
                       {"uuid": raw.get("MD_UUID"), "name": raw.get("MD_NAME"), "level": raw.get("MD_LEVEL")}
                       if raw else {}) for dev, raw in found.items()}
+
+
+class MdScan(Fact):
+    """Running md arrays: UUID (mdadm form) -> the device mdadm names (`mdadm --detail --scan`)."""
+
+    def command(self):
+        return script("mdadm --detail --scan 2>/dev/null; true")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, str]:
+        arrays = {}
+        for line in stdout.splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] == "ARRAY":
+                fields = dict(w.split("=", 1) for w in words[2:] if "=" in w)
+                if "UUID" in fields:
+                    arrays[fields["UUID"]] = words[1]
+        return arrays
+
+
+class MemberHolders(Fact):
+    """md arrays holding each device (sysfs holders) with the array's state, e.g. an array udev assembled
+    only partly: {device: [{"md": "md127", "state": "inactive"}]}."""
+
+    def __init__(self, devices: list[str]):
+        self.devices = devices
+
+    def command(self):
+        return script(r"""for d in "$@"; do
+  test -e "$d" || continue
+  b=$(basename "$(readlink -f "$d")")
+  for h in /sys/class/block/"$b"/holders/*; do
+    test -e "$h" || continue
+    printf '%s\t%s\t%s\n' "$d" "${h##*/}" "$(cat "/sys/block/${h##*/}/md/array_state" 2>/dev/null)"
+  done
+done; true""", *self.devices)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, list[dict]]:
+        holders: dict[str, list[dict]] = {}
+        for line in stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                holders.setdefault(parts[0], []).append({"md": parts[1], "state": parts[2]})
+        return holders

@@ -40,10 +40,28 @@ def mkfs_command(layout: ArrayLayout):
               "-d", f"su={chunk_arg(layout.chunk_bytes).lower()},sw={len(layout.members)}", layout.device)
 
 
+def release_partial_arrays(layout: ArrayLayout, holders: dict[str, list[dict]]) -> Operation:
+    """Stop inactive md arrays that hold members (udev assembles arrays incrementally, and a partial
+    one keeps its members busy). An inactive array serves no I/O, so stopping it loses nothing."""
+    stale = sorted({h["md"] for m in layout.members for h in holders.get(m, []) if h["state"] == "inactive"})
+    for md in stale:
+        yield sh("mdadm", "--stop", f"/dev/{md}")
+    return None
+
+
 def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict | None],
-              resolved: dict[str, str], wipe: bool) -> Operation:
-    """The md array is running over exactly the planned members; assembled again if it exists on them."""
+              resolved: dict[str, str], wipe: bool, running: dict[str, str] | None = None,
+              holders: dict[str, list[dict]] | None = None) -> Operation:
+    """The md array is running over exactly the planned members; assembled again if it exists on them.
+    `running` is MdScan's value: an array of ours that udev assembled under another name is renamed."""
     wanted = [resolved.get(m, m) for m in layout.members]
+    if detail is None:
+        yield from release_partial_arrays(layout, holders or {})
+    elsewhere = (running or {}).get(layout.md_uuid)
+    if detail is None and elsewhere and elsewhere != layout.device:
+        yield sh("mdadm", "--stop", elsewhere)
+        yield sh("mdadm", "--assemble", layout.device, f"--uuid={layout.md_uuid}", *layout.members)
+        return None
     if detail is not None:
         problems = []
         if detail["level"] != "raid0":
@@ -72,6 +90,9 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
     yield sh("mdadm", "--create", layout.device, "--level=0", f"--raid-devices={len(layout.members)}",
              f"--chunk={chunk_arg(layout.chunk_bytes)}", f"--metadata={layout.metadata}",
              f"--name={layout.name}", f"--uuid={layout.md_uuid}", "--homehost=<none>", *layout.members)
+    # a new array over members that held data (only with --wipe) may expose a stale filesystem at the
+    # same offsets: erase its signatures so that the filesystem step makes a fresh one
+    yield sh("wipefs", "--all", "--quiet", layout.device)
     return None
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fxctl.engine.plan import Step, run_operation
 from fxctl.facts.blockdev import DiskById, Mount, Probe
 from fxctl.facts.files import FileContent
-from fxctl.facts.md import MdDetail, MdExamine
+from fxctl.facts.md import MdDetail, MdExamine, MdScan, MemberHolders
 from fxctl.facts.nvme_host import NvmeConnectOptions, NvmeControllers, UuidMembers
 from fxctl.facts.system import FirstExisting, LoadedModules, Realpath
 from fxctl.facts.systemd import UnitEnabled
@@ -100,17 +100,19 @@ class RaidRecipe:
         return [a for a in self.arrays if host.name in a.initiators]
 
     def facts(self, host: Host):
-        facts = {"links": DiskById()}
+        facts = {"links": DiskById(), "running": MdScan()}
         for array in self.mine(host):
             plan = layout(array)
             facts[f"{array.name}:md"] = MdDetail(plan.device)
             facts[f"{array.name}:examine"] = MdExamine(list(plan.members))
+            facts[f"{array.name}:holders"] = MemberHolders(list(plan.members))
         return facts
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
         return [run_operation(f"{array.name}: md raid0", raid.ensure_md(
             layout(array), facts[f"{array.name}:md"], facts[f"{array.name}:examine"], facts["links"],
-            self.wipe), destructive=self.wipe) for array in self.mine(host)]
+            self.wipe, facts["running"], facts[f"{array.name}:holders"]), destructive=self.wipe)
+            for array in self.mine(host)]
 
 
 @dataclass
