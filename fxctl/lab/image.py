@@ -111,8 +111,19 @@ def _build(recipe: Recipe, image: LabImage, progress: Progress) -> None:
             shutil.rmtree(image.folder)
         staged.rename(image.folder)
         progress(f"image {image.key}: built in {time.monotonic() - started:.0f} s")
+        _prune_other_images(image, progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _prune_other_images(image: LabImage, progress: Progress) -> None:
+    """Drop images of older recipes (a running guest holds its kernel and initramfs in its own RAM)."""
+    for folder in cache_root().iterdir():
+        if folder.is_dir() and folder.name != image.key and ".build-" not in folder.name \
+                and (folder / "manifest.json").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            (cache_root() / f"{folder.name}.lock").unlink(missing_ok=True)
+            progress(f"removed the image of an older recipe: {folder.name}")
 
 
 def _write_manifest(folder: Path, recipe: Recipe, seconds: float) -> None:
