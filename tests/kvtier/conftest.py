@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
+
+# the tests import kvtier_helpers from this folder, whatever pytest's import mode
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 

@@ -34,7 +34,7 @@ def committed(progress_path):
 
 
 def crash_once(directory, progress, start, rnd):
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     child = subprocess.Popen([sys.executable, WRITER, directory, progress, str(start)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "writing", child.stderr.read()

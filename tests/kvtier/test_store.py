@@ -214,3 +214,29 @@ def test_clear_removes_everything(disk_dir):
         assert store.contains(["k0"]) == 0
     with TierStore(cfg) as store:
         assert store.stats()["l2"]["chunks"] == 0 and store.stats()["l2"]["used_bytes"] == 0
+
+
+def test_a_reader_without_xxhash_misses_but_keeps_the_chunks(disk_dir, tmp_path):
+    import subprocess
+    import sys
+
+    from fxctl.kvtier.checksum import XXH3, default_algorithm
+
+    if default_algorithm() != XXH3:
+        pytest.skip("xxhash is not installed here")
+    cfg = small_config(disk_dir)
+    with TierStore(cfg) as store:
+        store.put("k", chunk_bytes("k", 50_000))
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "xxhash.py").write_text("raise ImportError('hidden')\n")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "from fxctl.kvtier import TierConfig, TierStore\n"
+            "s = TierStore(TierConfig(l2_path=sys.argv[3], l1_bytes=0, l2_bytes=64 << 20, segment_bytes=16 << 20))\n"
+            "print(s.get_into(['k'], [bytearray(50_000)])[0], s.stats()['counters'].get('l2_unverifiable'))\n"
+            "s.close()\n")
+    out = subprocess.run([sys.executable, "-c", code, str(hide), repo, disk_dir], capture_output=True, text=True)
+    assert out.stdout.split() == ["None", "1"], out.stderr
+    with TierStore(cfg) as store:
+        assert read(store, "k", 50_000) == chunk_bytes("k", 50_000)
