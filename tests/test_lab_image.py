@@ -7,7 +7,6 @@ import lzma
 import stat
 import subprocess
 import tarfile
-from pathlib import Path
 
 import pytest
 
