@@ -54,12 +54,12 @@ def up(spec: LabSpec, *, install_deps: bool = False, progress: Progress) -> UpRe
         down(spec.name, progress=progress)
     hosttools.require(hosttools.RUN_TOOLS, install=install_deps, progress=progress)
     image = ensure_image(install_deps=install_deps, progress=progress)
-    state = _start(plan, image, progress)
     try:
+        state = _start(plan, image, progress)
         boot = wait_until_answering(state, timeout_s=BOOT_TIMEOUT_S, progress=progress,
                                     alive=lambda g: is_guest_process(g.pid, state.name, g.name))
     except BaseException:
-        progress(f"lab {spec.name} did not come up: stopping it (console logs stay in {state.folder})")
+        progress(f"lab {spec.name} did not come up: stopping it (console logs stay in {lab_dir(spec.name)})")
         down(spec.name, progress=progress)
         raise
     return UpResult(state, False, time.monotonic() - started, boot)
