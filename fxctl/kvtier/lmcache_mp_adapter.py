@@ -1,0 +1,135 @@
+"""fxctl's KV tier as an L2 adapter of LMCache's multi-process mode (`lmcache server --l2-adapter`):
+
+    --l2-adapter '{"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter",
+                   "class_name": "FxTierL2Adapter", "adapter_params": {"l2_path": "/mnt/kv", "l2_bytes": ...}}'
+
+adapter_params are TierConfig fields. Tasks run on a small thread pool; completion is signalled on the
+event fds LMCache's L2 controller polls. The caller owns the MemoryObjs: stores copy them before the task
+completes, loads read straight into them.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lmcache.lmcache_native import Bitmap
+from lmcache.v1.distributed.internal_api import L2StoreResult
+from lmcache.v1.distributed.l2_adapters.base import L2AdapterInterface, L2TaskId
+from lmcache.v1.platform import create_event_notifier
+
+from fxctl.kvtier.config import TierConfig
+from fxctl.kvtier.store import TierStore
+
+
+def object_key_name(key) -> str:
+    name = f"{key.model_name}@{key.kv_rank}@{key.chunk_hash.hex()}@{key.object_group_id}"
+    return f"{name}@{key.cache_salt}" if key.cache_salt else name
+
+
+class FxTierL2Adapter(L2AdapterInterface):
+    def __init__(self, params: dict[str, Any], l1_memory_desc: Any = None):
+        tier = TierConfig.from_mapping({"l1_bytes": 0, **(params or {})})
+        if not tier.l2_path:
+            raise ValueError("fxtier L2 adapter needs adapter_params.l2_path")
+        super().__init__(max_capacity_bytes=tier.l2_bytes)
+        self.store = TierStore(tier)
+        self._events = {name: create_event_notifier() for name in ("store", "lookup", "load")}
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="fxtier-l2")
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._stored: dict[L2TaskId, L2StoreResult] = {}
+        self._looked_up: dict[L2TaskId, Bitmap] = {}
+        self._loaded: dict[L2TaskId, Bitmap] = {}
+
+    def _task_id(self) -> L2TaskId:
+        with self._lock:
+            self._next_id += 1
+            return self._next_id
+
+    def get_store_event_fd(self) -> int:
+        return self._events["store"].fileno()
+
+    def get_lookup_and_lock_event_fd(self) -> int:
+        return self._events["lookup"].fileno()
+
+    def get_load_event_fd(self) -> int:
+        return self._events["load"].fileno()
+
+    # -- store ------------------------------------------------------------------------------------
+    def submit_store_task(self, keys: list, objects: list) -> L2TaskId:
+        task = self._task_id()
+        self._pool.submit(self._store, task, keys, objects)
+        return task
+
+    def _store(self, task: L2TaskId, keys: list, objects: list) -> None:
+        stored_keys, sizes, ok = [], [], True
+        for key, obj in zip(keys, objects):
+            name = object_key_name(key)
+            if self.store.contains([name]):
+                continue
+            data = obj.byte_array
+            ok &= self.store.put(name, data)  # copied: the caller owns obj once the task completes
+            stored_keys.append(key)
+            sizes.append(len(data))
+        with self._lock:
+            self._stored[task] = L2StoreResult(ok, sum(sizes))
+        if stored_keys:
+            self._notify_keys_stored(stored_keys, sizes)
+        self._events["store"].notify()
+
+    def pop_completed_store_tasks(self) -> dict[L2TaskId, L2StoreResult]:
+        with self._lock:
+            done, self._stored = self._stored, {}
+        return done
+
+    # -- lookup and lock --------------------------------------------------------------------------
+    def submit_lookup_and_lock_task(self, keys: list, group_layout_descs: dict) -> L2TaskId:
+        task = self._task_id()
+        bitmap = Bitmap(len(keys))
+        for i, key in enumerate(keys):
+            if self.store.pin(object_key_name(key)):
+                bitmap.set(i)
+        with self._lock:
+            self._looked_up[task] = bitmap
+        self._events["lookup"].notify()
+        return task
+
+    def query_lookup_and_lock_result(self, task_id: L2TaskId) -> Bitmap | None:
+        with self._lock:
+            return self._looked_up.pop(task_id, None)
+
+    def submit_unlock(self, keys: list) -> None:
+        for key in keys:
+            self.store.unpin(object_key_name(key))
+
+    # -- load -------------------------------------------------------------------------------------
+    def submit_load_task(self, keys: list, objects: list) -> L2TaskId:
+        task = self._task_id()
+        self._pool.submit(self._load, task, keys, objects)
+        return task
+
+    def _load(self, task: L2TaskId, keys: list, objects: list) -> None:
+        sizes = self.store.get_into([object_key_name(k) for k in keys], [o.byte_array for o in objects])
+        bitmap = Bitmap(len(keys))
+        hits = []
+        for i, n in enumerate(sizes):
+            if n is not None:
+                bitmap.set(i)
+                hits.append(keys[i])
+        if hits:
+            self._notify_keys_accessed(hits)
+        with self._lock:
+            self._loaded[task] = bitmap
+        self._events["load"].notify()
+
+    def query_load_result(self, task_id: L2TaskId) -> Bitmap | None:
+        with self._lock:
+            return self._loaded.pop(task_id, None)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.store.close()
+        for notifier in self._events.values():
+            notifier.close()
