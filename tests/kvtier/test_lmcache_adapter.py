@@ -1,7 +1,10 @@
 """The adapter inside the real LMCache (0.5.x) StorageManager on the CPU: loaded from the rendered config,
 round trips of real MemoryObjs, chunks evicted from LocalCPUBackend served by fxtier, and a restart."""
 
+import os
+
 import pytest
+import yaml
 
 pytestmark = pytest.mark.lmcache
 
@@ -9,26 +12,35 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("lmcache.v1.storage_backend.storage_manager")
 
 from lmcache.utils import CacheEngineKey  # noqa: E402
-from lmcache.v1.config import LMCacheEngineConfig  # noqa: E402
+from lmcache.v1.config import LMCacheEngineConfig, load_engine_config_with_overrides  # noqa: E402
 from lmcache.v1.event_manager import EventManager  # noqa: E402
 from lmcache.v1.memory_management import MemoryFormat  # noqa: E402
 from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
 from lmcache.v1.storage_backend.storage_manager import StorageManager  # noqa: E402
 
 from fxctl.kvtier.lmcache_adapter import FxTierBackend  # noqa: E402
-from fxctl.kvtier.lmcache_config import render_lmcache_config  # noqa: E402
+from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config  # noqa: E402
 
 LAYERS, HEADS, HEAD_DIM, TOKENS = 4, 2, 32, 256
 SHAPE = torch.Size([2, LAYERS, TOKENS, HEADS * HEAD_DIM])  # 128 KiB in bf16
 CHUNK_BYTES = SHAPE.numel() * 2
 
 
-def make_manager(l2_path, cpu_chunks=12):
+def make_manager(l2_path, cpu_chunks=12, config_file=None):
+    """A StorageManager for the rendered config: from the dict, or (config_file) from the YAML file named
+    by LMCACHE_CONFIG_FILE, as the vLLM connector loads it."""
     config = render_lmcache_config(l2_path=l2_path, l2_bytes=256 << 20, segment_bytes=64 << 20,
                                    cpu_bytes=cpu_chunks * CHUNK_BYTES, io_threads=4)
+    if config_file is None:
+        engine_config = LMCacheEngineConfig.from_dict(config)
+    else:
+        with open(config_file, "w") as f:
+            yaml.safe_dump(config, f)
+        assert os.environ["LMCACHE_CONFIG_FILE"] == str(config_file)
+        engine_config = load_engine_config_with_overrides()
     metadata = LMCacheMetadata(model_name="m", world_size=1, local_world_size=1, worker_id=0, local_worker_id=0,
                                kv_dtype=torch.bfloat16, kv_shape=(LAYERS, 2, TOKENS, HEADS, HEAD_DIM), role="worker")
-    return StorageManager(LMCacheEngineConfig.from_dict(config), metadata, event_manager=EventManager())
+    return StorageManager(engine_config, metadata, event_manager=EventManager())
 
 
 def key(i):
@@ -105,13 +117,16 @@ def test_chunks_evicted_from_local_cpu_are_served_by_fxtier(l2_path):
         manager.close()
 
 
-def test_a_restarted_lmcache_finds_and_serves_the_chunks(l2_path):
-    manager = make_manager(l2_path)
+def test_a_restarted_lmcache_finds_and_serves_the_chunks(l2_path, tmp_path, monkeypatch):
+    config_file = tmp_path / "lmcache.yaml"
+    for name, value in lmcache_environment(str(config_file)).items():
+        monkeypatch.setenv(name, value)
+    manager = make_manager(l2_path, config_file=config_file)
     put_chunks(manager, range(10))
     manager.storage_backends["fxtier"].store.flush()
     manager.close()
 
-    manager = make_manager(l2_path)
+    manager = make_manager(l2_path, config_file=config_file)
     try:
         plugin = manager.storage_backends["fxtier"]
         assert plugin.stats()["recovery"]["chunks"] == 10
