@@ -7,18 +7,19 @@ from dataclasses import dataclass
 from fxctl.engine.plan import Operation, Refused, Step, run_operation
 from fxctl.facts.blockdev import DiskById, Mount, MountUsers
 from fxctl.facts.files import FileContent
-from fxctl.facts.md import MdDetail
+from fxctl.facts.md import MdDetail, MdExamine
 from fxctl.facts.nvme_host import NvmeControllers
 from fxctl.facts.nvmet import CONFIGFS, NvmetConfig
 from fxctl.facts.system import FirstExisting
 from fxctl.inventory.model import ArraySpec, Host
-from fxctl.ops.files import ensure_no_line, write_file
+from fxctl.ops.files import ensure_no_line
+from fxctl.remote.command import write_file
 from fxctl.ops.nvme_host import DISCOVERY_CONF
 from fxctl.ops.nvmet import attr_write, sub_path
 from fxctl.ops.nvmet_persist import CONFIG_PATH
 from fxctl.provision import naming
 from fxctl.provision.initiator import MDADM_CONF_CANDIDATES, layout, mdadm_conf_path
-from fxctl.provision.target import TargetRecipe
+from fxctl.provision.target import TargetRecipe, resolve_drive
 from fxctl.remote.command import sh
 
 
@@ -32,13 +33,16 @@ def ensure_unmounted(mount: str, mounted: dict | None, users: list[dict]) -> Ope
     return None
 
 
-def ensure_md_stopped(device: str, detail: dict | None, members: list[str], wipe: bool) -> Operation:
-    if detail is None and not wipe:
-        return f"{device} is not running"
+def ensure_md_stopped(device: str, detail: dict | None, superblocks: dict[str, dict | None],
+                      wipe: bool) -> Operation:
+    """Stop the array; with --wipe also erase the md superblocks still on its members."""
+    marked = [m for m, sb in superblocks.items() if sb] if wipe else []
+    if detail is None and not marked:
+        return f"{device} is not running" + (" and no member holds a superblock" if wipe else "")
     if detail is not None:
         yield sh("mdadm", "--stop", device)
-    if wipe:
-        yield sh("mdadm", "--zero-superblock", *members).or_else(sh("true"))
+    if marked:
+        yield sh("mdadm", "--zero-superblock", *marked)
     return None
 
 
@@ -66,6 +70,7 @@ class InitiatorTeardown:
             facts[f"{array.name}:mount"] = Mount(array.mount)
             facts[f"{array.name}:users"] = MountUsers(array.mount)
             facts[f"{array.name}:md"] = MdDetail(naming.md_device(array))
+            facts[f"{array.name}:examine"] = MdExamine(list(layout(array).members))
         return facts
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
@@ -74,13 +79,12 @@ class InitiatorTeardown:
         steps = []
         for array in self.mine(host):
             plan, name, marker = layout(array), array.name, naming.marker(array)
-            members = [m for m in plan.members if m in facts["links"]]
             steps += [
                 run_operation(f"{name}: unmount", ensure_unmounted(
                     array.mount, facts[f"{name}:mount"], facts[f"{name}:users"])),
                 run_operation(f"{name}: fstab", ensure_no_line("/etc/fstab", marker, fstab)),
-                run_operation(f"{name}: stop md", ensure_md_stopped(plan.device, facts[f"{name}:md"], members,
-                                                                  self.wipe), destructive=self.wipe),
+                run_operation(f"{name}: stop md", ensure_md_stopped(
+                    plan.device, facts[f"{name}:md"], facts[f"{name}:examine"], self.wipe), destructive=self.wipe),
                 run_operation(f"{name}: mdadm.conf", ensure_no_line(conf_path, marker, conf)),
                 run_operation(f"{name}: disconnect", ensure_disconnected(array.nqn, facts["controllers"])),
                 run_operation(f"{name}: autoconnect entry", ensure_no_line(DISCOVERY_CONF, marker, discovery)),
@@ -111,6 +115,22 @@ def ensure_unexported(array: ArraySpec, state: dict, port_id: int) -> Operation:
     return None
 
 
+def ensure_drives_wiped(array: ArraySpec, facts: dict) -> Operation:
+    """Erase the signatures on the array's drives (--wipe: the inventory names them by serial or ID)."""
+    marked = []
+    for drive in array.drives:
+        try:
+            device = resolve_drive(drive, facts["disks"], facts["links"])
+        except Refused:
+            continue
+        if facts["signatures"].get(facts["links"].get(device, device)):
+            marked.append(device)
+    if not marked:
+        return "no signatures left on the drives"
+    yield sh("wipefs", "--all", *marked)
+    return None
+
+
 @dataclass
 class TargetTeardown:
     arrays: tuple[ArraySpec, ...]        # every array of the inventory
@@ -130,20 +150,10 @@ class TargetTeardown:
             steps.append(run_operation(f"{array.name}: unexport", ensure_unexported(
                 array, facts["nvmet"], naming.port_id(array, self.arrays))))
             if self.wipe:
-                recipe = TargetRecipe(self.arrays, {}, True)
-                devices = [r for r in (self._resolve(recipe, d, facts) for d in array.drives) if r]
-                steps.append(Step(f"{array.name}: wipe drives", [sh("wipefs", "--all", *devices)],
-                                  destructive=True))
+                steps.append(run_operation(f"{array.name}: wipe drives", ensure_drives_wiped(array, facts),
+                                           destructive=True))
         steps.append(run_operation("persisted exports", self.ensure_persisted_without(host, facts)))
         return steps
-
-    @staticmethod
-    def _resolve(recipe, drive, facts):
-        from fxctl.provision.target import resolve_drive
-        try:
-            return resolve_drive(drive, facts["disks"], facts["links"])
-        except Refused:
-            return None
 
     def ensure_persisted_without(self, host: Host, facts: dict) -> Operation:
         import json
