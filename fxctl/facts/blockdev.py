@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fxctl.engine.fact import Fact
+from fxctl.facts import export_sections
 from fxctl.remote.command import script, sh
 
 LSBLK_COLUMNS = "NAME,PATH,SERIAL,SIZE,TYPE,FSTYPE,LABEL,PTTYPE,MOUNTPOINT,MODEL"
@@ -58,16 +59,7 @@ class Signatures(Fact):
 echo "## $d"; blockdev --flushbufs "$d" 2>/dev/null; blkid -p -o export "$d" 2>/dev/null; done; true""")
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
-        found: dict[str, dict] = {}
-        current = None
-        for line in stdout.splitlines():
-            if line.startswith("## "):
-                current = line[3:].strip()
-                found[current] = {}
-            elif current and "=" in line:
-                key, _, value = line.partition("=")
-                found[current][key] = value
-        return found
+        return export_sections(stdout)
 
 
 class Mount(Fact):

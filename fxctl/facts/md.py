@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fxctl.engine.fact import Fact
+from fxctl.facts import export_sections
 from fxctl.remote.command import script
 
 _DETAIL = r"""
@@ -57,18 +58,8 @@ class MdExamine(Fact):
 mdadm --examine --export "$d" 2>/dev/null; done; true""", *self.devices)
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict | None]:
-        found: dict[str, dict | None] = {}
-        current = None
-        for line in stdout.splitlines():
-            if line.startswith("## "):
-                current = line[3:].strip()
-                found[current] = {}
-            elif current and "=" in line:
-                key, _, value = line.partition("=")
-                if key == "ABSENT":
-                    found[current] = None
-                elif found[current] is not None:
-                    found[current][key] = value
+        found: dict[str, dict | None] = {dev: (None if raw.get("ABSENT") else raw)
+                                         for dev, raw in export_sections(stdout).items()}
         return {dev: (None if raw is None else
                       {"uuid": raw.get("MD_UUID"), "name": raw.get("MD_NAME"), "level": raw.get("MD_LEVEL")}
                       if raw else {}) for dev, raw in found.items()}
