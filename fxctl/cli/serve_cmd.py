@@ -1,5 +1,264 @@
-"""`fxctl serve`."""
+"""`fxctl serve`: launch vLLM + LMCache with fxctl's KV tier (or the emulator), locally or on the hosts."""
 
-from fxctl.cli.not_implemented import not_implemented_group
+from __future__ import annotations
 
-command = not_implemented_group("serve", "Launch vLLM + LMCache with fxctl's KV tier backend.", 8)
+import shlex
+
+import click
+
+from fxctl.errors import BadInput, ExitCode
+from fxctl.inventory.validators import parse_size
+from fxctl.output import emit, table
+
+START_HELP = """Start serving: pre-flight, launch each instance, wait until ready, confirm fxctl's tier loaded.
+
+\b
+Where: --local (this machine; the default without an inventory), --host NAME (repeatable), or the
+inventory's serve.hosts. Remote instances run as systemd transient units (fxctl-serve-<name>-<i>) where
+systemd runs, otherwise as supervised processes (new session, pidfile); logs are kept in the state dir
+(/var/lib/fxctl/serve/<name>/<i>/serve.log on hosts, $XDG_STATE_HOME/fxctl/serve locally).
+Settings: the profile, then the inventory's serve section, then these options. Sizes from a profile are per
+instance; --l1-size/--l2-size (and the inventory's) are per host, split between its instances.
+
+\b
+Examples:
+  fxctl serve start --profile mi308x-qwen3-coder-480b-tp4x2 --l2-dir /mnt/kvtier/fxtier --dry-run
+  fxctl serve --engine sim --profile lab --local          # the emulator on this machine
+  fxctl -i lab.yaml serve start --engine sim --profile lab --host initiator1 --l2-size 512MiB
+"""
+
+
+def size_option(_ctx, _param, value):
+    if value is None:
+        return None
+    try:
+        size = parse_size(value)
+    except (ValueError, TypeError) as exc:
+        raise click.BadParameter(str(exc)) from None
+    if not size:
+        raise click.BadParameter(f"{value!r} is not a size like 64GiB")
+    return size
+
+
+def where_options(func):
+    func = click.option("--name", default=None, help="Deployment name (default: all for status/stop/logs; "
+                        "'main' for start).")(func)
+    func = click.option("--host", "hosts", multiple=True, help="Inventory host (repeatable); default: "
+                        "serve.hosts of the inventory.")(func)
+    func = click.option("--local", "local", is_flag=True, help="This machine, not the inventory's hosts.")(func)
+    return func
+
+
+def start_options(func):
+    options = [
+        click.option("--profile", "profile_name", default=None, help="Profile in profiles/ or a YAML path "
+                     "(default: the inventory's serve.profile)."),
+        click.option("--engine", type=click.Choice(["vllm", "sim"]), default=None,
+                     help="vllm (default) or sim: fxctl's emulator with the same profile."),
+        click.option("--model", default=None, help="Model id (default: the profile's)."),
+        click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
+                     help="Tensor-parallel size per instance."),
+        click.option("--instances", type=click.IntRange(1, 64), default=None, help="Instances per host."),
+        click.option("--port", type=click.IntRange(1, 65535), default=None, help="First instance's port "
+                     "(instance i: port + i; default 8000)."),
+        click.option("--max-num-seqs", type=click.IntRange(1, 65536), default=None, help="vLLM --max-num-seqs."),
+        click.option("--l1-size", "l1_bytes", callback=size_option, default=None,
+                     help="DRAM tier per host (LMCache's CPU pool), e.g. 64GiB."),
+        click.option("--l2-size", "l2_bytes", callback=size_option, default=None, help="L2 per host, e.g. 2TiB."),
+        click.option("--l2-dir", default=None, help="L2 directory on the array's mount (default: the inventory's "
+                     "serve.l2_dir, or <the host's array mount>/fxtier)."),
+        click.option("--python", default=None, help="Python of the serving env (vllm is beside it)."),
+        click.option("--time-scale", type=click.FloatRange(min=0), default=None,
+                     help="Emulator only: wall seconds per model second (default 1)."),
+        click.option("--ready-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
+                     help="Seconds to wait for /health and /v1/models."),
+        click.option("--dry-run", is_flag=True, help="Print what would run, where (env, argv, LMCache YAML); "
+                     "run nothing."),
+        click.option("--skip-preflight", is_flag=True, help="Launch without the pre-flight checks."),
+        click.option("--no-install", is_flag=True, help="Pre-flight reports a missing or stale fxctl instead "
+                     "of pushing fxctl's wheel."),
+        click.option("--engine-command", default=None, hidden=True,
+                     help="Testing: replace the engine's argv (shell words)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return where_options(func)
+
+
+@click.group("serve", invoke_without_command=True, help="""Launch vLLM + LMCache with fxctl's KV tier backend
+(or, with --engine sim, fxctl's emulator), locally or on the inventory's GPU hosts.
+
+\b
+  fxctl serve start|status|stop|logs|restart  (`fxctl serve [start options]` is `fxctl serve start`)
+Exit codes: 0 ok, 1 a host failed (pre-flight, launch, readiness, tier check), 2 bad input.""")
+@start_options
+@click.pass_context
+def command(ctx, **options):
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(start_command, **options)
+    elif any(v not in (None, False, (), 600) for v in options.values()):
+        raise BadInput("options go after the subcommand", f"fxctl serve {ctx.invoked_subcommand} --help")
+
+
+def resolve_where(app, hosts, local):
+    from fxctl.serve.deploy import Where
+
+    if local or (not hosts and not app.inventory_path):
+        return Where(), None
+    inventory = app.inventory()
+    names = list(hosts) or (list(inventory.serve.hosts) if inventory.serve else [])
+    if not names:
+        raise BadInput("no serving hosts", "pass --host NAME, set serve.hosts in the inventory, or use --local")
+    unknown = [n for n in names if n not in inventory.hosts]
+    if unknown:
+        raise BadInput(f"unknown host(s): {', '.join(unknown)}", f"hosts: {', '.join(inventory.hosts)}")
+    return Where([inventory.hosts[n] for n in names]), inventory
+
+
+def state_dir_for(where) -> str:
+    from fxctl.serve.deploy import local_state_dir
+    from fxctl.serve.render import REMOTE_STATE
+
+    return local_state_dir() if where.local else REMOTE_STATE
+
+
+def default_l2_dir(inventory, where) -> str | None:
+    if where.local:
+        return f"{state_dir_for(where)}/l2"
+    mounts = {a.mount for a in inventory.arrays if set(a.initiators) & {h.name for h in where.hosts}}
+    return f"{sorted(mounts)[0]}/fxtier" if len(mounts) == 1 else None
+
+
+@command.command("start", help=START_HELP)
+@start_options
+@click.pass_obj
+def start_command(app, profile_name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
+                  l2_bytes, l2_dir, python, time_scale, ready_timeout, dry_run, skip_preflight, no_install,
+                  engine_command, name, hosts, local):
+    import sys
+
+    from fxctl.serve import deploy
+    from fxctl.serve.render import DryRun, settings_from
+    from fxctl.sim.profile import load_profile
+
+    where, inventory = resolve_where(app, hosts, local)
+    spec = inventory.serve if inventory is not None else None
+    profile_name = profile_name or (spec.profile if spec else None)
+    if not profile_name:
+        raise BadInput("no profile", "pass --profile NAME (see profiles/) or set serve.profile in the inventory")
+    profile = load_profile(profile_name)
+    spec_l2 = spec.l2_dir if spec else None
+    settings = settings_from(
+        profile, spec, name=name, profile=profile_name, engine=engine, model=model,
+        tensor_parallel=tensor_parallel, instances=instances, port=port, max_num_seqs=max_num_seqs,
+        l1_bytes=l1_bytes, l2_bytes=l2_bytes, l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
+        python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
+        time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None)
+    if dry_run:
+        plans = deploy.dry_run(settings, where)
+        emit({"dry_run": True, "instances": [p.to_dict() for p in plans]}, app.output_format,
+             text=DryRun(plans).text())
+        return
+    outcomes = deploy.start(settings, where, ready_timeout=ready_timeout, preflight=not skip_preflight,
+                            install=not no_install)
+    render_start(app, outcomes)
+
+
+def render_start(app, outcomes) -> None:
+    from fxctl.serve.deploy import PreflightFailed  # noqa: F401  (outcome errors carry its message)
+
+    data = {host: {"ok": o.ok, "error": o.error, "hint": o.hint,
+                   "checks": o.value.checks if o.value else [],
+                   "instances": o.value.instances if o.value else []} for host, o in outcomes.items()}
+    if app.output_format != "table":
+        emit(data, app.output_format)
+    else:
+        checks = [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
+                  for o in outcomes.values() if o.value for c in o.value.checks]
+        if checks:
+            click.echo(table(checks, ["host", "check", "result", "detail"]))
+            click.echo()
+        rows = [(i.host, i.unit, i.port, i.mode, ",".join(i.models), i.tier)
+                for o in outcomes.values() if o.value for i in o.value.instances]
+        if rows:
+            click.echo(table(rows, ["host", "instance", "port", "run as", "models", "tier"]))
+        report_failures(outcomes)
+    exit_on_failure(outcomes)
+
+
+def report_failures(outcomes) -> None:
+    for host, o in outcomes.items():
+        if not o.ok:
+            click.secho(f"{host}: FAILED: {o.error}", fg="red", err=True)
+            if o.hint:
+                click.echo(f"  hint: {o.hint}", err=True)
+
+
+def exit_on_failure(outcomes) -> None:
+    if any(not o.ok for o in outcomes.values()):
+        raise click.exceptions.Exit(ExitCode.HOST_FAILED)
+
+
+@command.command("status", help="Each instance: running, ready (/health + /v1/models), port, models, pid.")
+@where_options
+@click.pass_obj
+def status_command(app, name, hosts, local):
+    from fxctl.serve import deploy
+
+    where, _ = resolve_where(app, hosts, local)
+    outcomes = deploy.status(where, state_dir_for(where), name)
+    statuses = [s for o in outcomes.values() if o.value for s in o.value]
+    data = {"instances": [dict(vars(s), state=s.state) for s in statuses],
+            "errors": {h: o.error for h, o in outcomes.items() if not o.ok}}
+    rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models), s.log_path) for s in statuses]
+    emit(data, app.output_format, rows=rows, headers=["host", "instance", "state", "port", "pid", "run as",
+                                                      "models", "log"],
+         text=None if statuses else "no serving instances recorded")
+    if app.output_format == "table":
+        report_failures(outcomes)
+    exit_on_failure(outcomes)
+
+
+@command.command("stop", help="Stop the instances (the whole unit or process group) and check none is left.")
+@where_options
+@click.pass_obj
+def stop_command(app, name, hosts, local):
+    from fxctl.serve import deploy
+
+    where, _ = resolve_where(app, hosts, local)
+    outcomes = deploy.stop(where, state_dir_for(where), name)
+    stopped = [s for o in outcomes.values() if o.value for s in o.value]
+    emit({"stopped": stopped, "errors": {h: o.error for h, o in outcomes.items() if not o.ok}}, app.output_format,
+         rows=[(s["host"], s["unit"], "stopped" if s["was_running"] else "was not running") for s in stopped],
+         headers=["host", "instance", "result"], text=None if stopped else "no serving instances recorded")
+    if app.output_format == "table":
+        report_failures(outcomes)
+    exit_on_failure(outcomes)
+
+
+@command.command("logs", help="The last lines of each instance's log.")
+@where_options
+@click.option("-n", "--lines", type=click.IntRange(1, 100000), default=50, show_default=True)
+@click.pass_obj
+def logs_command(app, name, hosts, local, lines):
+    from fxctl.serve import deploy
+
+    where, _ = resolve_where(app, hosts, local)
+    outcomes = deploy.logs(where, state_dir_for(where), name, lines)
+    items = [i for o in outcomes.values() if o.value for i in o.value]
+    text = "\n".join(f"==> {i['host']}: {i['unit']} ({i['log_path']}) <==\n{i['text'].rstrip()}" for i in items)
+    emit({"logs": items}, app.output_format, text=text or "no serving instances recorded")
+    if app.output_format == "table":
+        report_failures(outcomes)
+    exit_on_failure(outcomes)
+
+
+@command.command("restart", help="Stop and start again what was started (same command lines), wait until ready.")
+@where_options
+@click.option("--ready-timeout", type=click.FloatRange(min=1), default=600, show_default=True)
+@click.pass_obj
+def restart_command(app, name, hosts, local, ready_timeout):
+    from fxctl.serve import deploy
+
+    where, _ = resolve_where(app, hosts, local)
+    render_start(app, deploy.restart(where, state_dir_for(where), name, ready_timeout=ready_timeout))

@@ -1,0 +1,164 @@
+"""`fxctl serve` as library calls: start (pre-flight, launch, readiness, tier check), status, stop, logs,
+restart, on this machine or on the inventory's serving hosts (each host gets an outcome)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from fxctl.errors import FxError
+from fxctl.inventory.model import Host
+from fxctl.remote.pool import HostOutcome, run_on_hosts
+from fxctl.serve import launch
+from fxctl.serve.preflight import Check, run_preflight
+from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
+from fxctl.serve.target import LOCAL, LocalTarget, RemoteTarget
+
+DEFAULT_READY_TIMEOUT_S = 600.0
+
+
+def local_state_dir() -> str:
+    """$FXCTL_SERVE_STATE, or $XDG_STATE_HOME/fxctl/serve (~/.local/state/fxctl/serve)."""
+    if os.environ.get("FXCTL_SERVE_STATE"):
+        return os.environ["FXCTL_SERVE_STATE"]
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"{base}/fxctl/serve"
+
+
+@dataclass
+class Where:
+    """Local (this machine) or these inventory hosts."""
+
+    hosts: list[Host] = field(default_factory=list)
+
+    @property
+    def local(self) -> bool:
+        return not self.hosts
+
+    def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
+        if self.local:
+            try:
+                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalTarget()))}
+            except FxError as exc:
+                return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
+        return run_on_hosts(self.hosts, lambda session: work(RemoteTarget(session)))
+
+
+@dataclass
+class StartedInstance:
+    host: str
+    unit: str
+    port: int
+    mode: str
+    models: list[str]
+    tier: str
+    command_line: str
+    log_path: str
+
+
+@dataclass
+class HostStart:
+    host: str
+    checks: list[Check] = field(default_factory=list)
+    instances: list[StartedInstance] = field(default_factory=list)
+
+
+def dry_run(settings: ServeSettings, where: Where) -> list[InstancePlan]:
+    names = [LOCAL] if where.local else [h.name for h in where.hosts]
+    return [plan for name in names for plan in plan_instances(settings, name)]
+
+
+def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAULT_READY_TIMEOUT_S,
+          preflight: bool = True, install: bool = True) -> dict[str, HostOutcome]:
+    """Pre-flight, then launch every instance and wait until each is ready and its tier is up."""
+
+    def work(target) -> HostStart:
+        outcome = HostStart(target.name)
+        effective = settings
+        if preflight:
+            checked = run_preflight(target, settings, install=install, local=where.local)
+            outcome.checks = checked.checks
+            if not checked.ok:
+                failed = [c for c in checked.checks if c.status == "failed"]
+                raise PreflightFailed(outcome, failed)
+            effective = with_site_dir(settings, checked.site_dir)
+        elif where.local:
+            effective = with_site_dir(settings, str(Path(__file__).resolve().parents[2]))
+        plans = plan_instances(effective, target.name)
+        started: list[tuple[InstancePlan, str]] = []
+        try:
+            for plan in plans:
+                started.append((plan, launch.start_instance(target, plan)))
+            for plan, mode in started:
+                models = launch.wait_ready(target, plan, mode, ready_timeout)
+                tier = launch.confirm_tier(target, plan)
+                outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models, tier,
+                                                         plan.shell_line(), plan.log_path))
+        except FxError:
+            for plan, mode in started:  # a half-started deployment is worse than none
+                launch.stop_instance(target, plan, mode)
+            raise
+        return outcome
+
+    return where.each(work)
+
+
+class PreflightFailed(FxError):
+    def __init__(self, outcome: HostStart, failed: list[Check]):
+        lines = "; ".join(f"{c.check}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "") for c in failed)
+        super().__init__(f"pre-flight failed: {lines}", failed[0].fix or None)
+        self.outcome = outcome
+
+
+def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
+    def work(target) -> list[launch.InstanceStatus]:
+        return [launch.instance_status(target, plan, mode)
+                for plan, mode in launch.saved_plans(target, state_dir, name)]
+    return where.each(work)
+
+
+def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
+    def work(target) -> list[dict]:
+        out = []
+        for plan, mode in launch.saved_plans(target, state_dir, name):
+            was_running = launch.stop_instance(target, plan, mode)
+            out.append({"host": target.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
+        return out
+    return where.each(work)
+
+
+def logs(where: Where, state_dir: str, name: str | None, lines: int) -> dict[str, HostOutcome]:
+    def work(target) -> list[dict]:
+        return [{"host": target.name, "unit": plan.unit, "log_path": plan.log_path,
+                 "text": launch.log_tail(target, plan, lines)}
+                for plan, _ in launch.saved_plans(target, state_dir, name)]
+    return where.each(work)
+
+
+def restart(where: Where, state_dir: str, name: str | None, *,
+            ready_timeout: float = DEFAULT_READY_TIMEOUT_S) -> dict[str, HostOutcome]:
+    """Stop and start again exactly what was started (the saved plans), then wait for readiness."""
+
+    def work(target) -> HostStart:
+        outcome = HostStart(target.name)
+        saved = launch.saved_plans(target, state_dir, name)
+        if not saved:
+            raise FxError(f"{target.name}: no deployment{' ' + name if name else ''} to restart",
+                          "fxctl serve start first")
+        for plan, mode in saved:
+            launch.stop_instance(target, plan, mode)
+        for plan, _ in saved:
+            mode = launch.start_instance(target, plan)
+            models = launch.wait_ready(target, plan, mode, ready_timeout)
+            outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models,
+                                                     launch.confirm_tier(target, plan), plan.shell_line(),
+                                                     plan.log_path))
+        return outcome
+
+    return where.each(work)
+
+
+def local_settings(settings: ServeSettings) -> ServeSettings:
+    return replace(settings, state_dir=local_state_dir())

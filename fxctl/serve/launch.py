@@ -1,0 +1,252 @@
+"""Start, watch and stop one serving instance on a target (this machine or a host over SSH).
+
+Where systemd runs (/run/systemd/system exists) an instance is a transient unit
+(`systemd-run --unit fxctl-serve-<name>-<i>`, output appended to its log file); elsewhere it is a
+supervised process: started with `setsid` in a new session (its pid is its process group), pid in a
+pidfile, output in the log file. Stopping ends the whole unit or process group and checks nothing is left.
+Readiness: /health answers 200 and /v1/models lists a model, polled from the host itself, while watching
+the process: if it exits first, the error carries the log's last lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from fxctl.errors import FxError
+from fxctl.remote.command import Command, script, sh
+from fxctl.serve.render import InstancePlan
+
+LOG_TAIL = 30
+STOP_WAIT_S = 15
+
+# Runs on the host with its own python3: GET each path, print one JSON line. argv: base URL, paths...
+PROBE = r"""
+import json, sys, urllib.request
+out = {}
+for path in sys.argv[2:]:
+    try:
+        with urllib.request.urlopen(sys.argv[1] + path, timeout=5) as r:
+            out[path] = {"status": r.status, "body": r.read(200000).decode("utf-8", "replace")}
+    except urllib.error.HTTPError as e:
+        out[path] = {"status": e.code, "body": ""}
+    except Exception as e:
+        out[path] = {"status": 0, "body": type(e).__name__ + ": " + str(e)}
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class InstanceStatus:
+    host: str
+    deployment: str
+    index: int
+    engine: str
+    mode: str              # systemd | process
+    unit: str
+    pid: int | None
+    running: bool
+    healthy: bool
+    models: list[str]
+    port: int
+    log_path: str
+
+    @property
+    def state(self) -> str:
+        if not self.running:
+            return "stopped"
+        return "ready" if self.healthy else "starting"
+
+
+def has_systemd(target) -> bool:
+    return target.run(sh("test", "-d", "/run/systemd/system")).ok
+
+
+def launch_command(plan: InstancePlan, mode: str) -> Command:
+    """The command that starts the instance in the background and returns at once."""
+    if mode == "systemd":
+        props = [f"--property=StandardOutput=append:{plan.log_path}",
+                 f"--property=StandardError=append:{plan.log_path}", "--property=KillMode=control-group",
+                 f"--property=TimeoutStopSec={STOP_WAIT_S}"]
+        env = [f"--setenv={k}={v}" for k, v in plan.env.items()]
+        return sh("systemd-run", "--unit", plan.unit, "--collect", "--quiet", "--working-directory=/",
+                  *props, *env, "--", *plan.argv)
+    pidfile = pidfile_of(plan)
+    env = [f"{k}={v}" for k, v in plan.env.items()]
+    body = 'log=$1; pidfile=$2; shift 2; cd / && setsid "$@" >>"$log" 2>&1 </dev/null & echo $! >"$pidfile"'
+    return script(body, plan.log_path, pidfile, "env", *env, *plan.argv)
+
+
+def pidfile_of(plan: InstancePlan) -> str:
+    return plan.state_path.rsplit("/", 1)[0] + "/pid"
+
+
+def start_instance(target, plan: InstancePlan) -> str:
+    """Write the config and state, start the instance; returns the mode used (systemd | process)."""
+    current = instance_alive(target, plan, read_mode(target, plan))
+    if current:
+        raise FxError(f"{target.name}: {plan.unit} is already running (port {plan.port})",
+                      "fxctl serve stop (or restart) first")
+    mode = "systemd" if has_systemd(target) else "process"
+    directory = plan.state_path.rsplit("/", 1)[0]
+    target.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
+    if plan.config_path and plan.lmcache_config is not None:
+        target.write_text(plan.config_path, plan.lmcache_yaml() or "")
+    target.write_text(plan.state_path, json.dumps({"mode": mode, "plan": plan.to_dict()}, indent=2) + "\n")
+    keep_previous_log = 'if [ -f "$1" ]; then mv -f "$1" "$1.1"; fi; : >"$1"'
+    target.run(sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path)), check=True)
+    if mode == "systemd":
+        target.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
+    target.run(launch_command(plan, mode), check=True)
+    return mode
+
+
+def read_mode(target, plan: InstancePlan) -> str:
+    res = target.run(sh("cat", plan.state_path))
+    try:
+        return json.loads(res.stdout)["mode"] if res.ok else "process"
+    except (ValueError, KeyError):
+        return "process"
+
+
+def read_pid(target, plan: InstancePlan) -> int | None:
+    res = target.run(sh("cat", pidfile_of(plan)))
+    text = res.stdout.strip()
+    return int(text) if res.ok and text.isdigit() else None
+
+
+def instance_alive(target, plan: InstancePlan, mode: str) -> bool:
+    if mode == "systemd":
+        res = target.run(sh("systemctl", "is-active", plan.unit))
+        return res.stdout.strip() in ("active", "activating", "deactivating", "reloading")
+    pid = read_pid(target, plan)
+    # the process group (pid == pgid: setsid) still has a member that is not a zombie
+    return pid is not None and bool(group_members(target, pid))
+
+
+def group_members(target, pgid: int) -> list[int]:
+    res = target.run(sh("ps", "-eo", "pid=,pgid=,stat="))
+    members = []
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == str(pgid) and not parts[2].startswith("Z"):
+            members.append(int(parts[0]))
+    return members
+
+
+def unit_main_pid(target, plan: InstancePlan) -> int | None:
+    res = target.run(sh("systemctl", "show", "-p", "MainPID", "--value", plan.unit))
+    text = res.stdout.strip()
+    return int(text) if res.ok and text.isdigit() and text != "0" else None
+
+
+def probe(target, plan: InstancePlan, *paths: str) -> dict:
+    res = target.run(sh("python3", "-c", PROBE, f"http://127.0.0.1:{plan.port}", *paths), timeout=30)
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {p: {"status": 0, "body": res.tail(3)} for p in paths}
+
+
+def model_ids(body: str) -> list[str]:
+    try:
+        return [m["id"] for m in json.loads(body).get("data", [])]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
+def log_tail(target, plan: InstancePlan, lines: int = LOG_TAIL) -> str:
+    return target.run(sh("tail", "-n", str(lines), plan.log_path)).stdout
+
+
+def wait_ready(target, plan: InstancePlan, mode: str, timeout_s: float) -> list[str]:
+    """Poll until /health is 200 and /v1/models lists a model; FxError with the log tail on early exit."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not instance_alive(target, plan, mode):
+            raise FxError(f"{target.name}: {plan.unit} exited before it was ready; last lines of "
+                          f"{plan.log_path}:\n{log_tail(target, plan)}",
+                          f"fxctl serve logs --name {plan.deployment}; check the command with --dry-run")
+        answers = probe(target, plan, "/health", "/v1/models")
+        models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
+        if answers["/health"]["status"] == 200 and models:
+            return models
+        if time.monotonic() > deadline:
+            raise FxError(f"{target.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
+                          f"{answers['/health']['status'] or answers['/health']['body']}); last lines:\n"
+                          f"{log_tail(target, plan)}", "raise --ready-timeout, or see fxctl serve logs")
+        time.sleep(1.0)
+
+
+def confirm_tier(target, plan: InstancePlan) -> str:
+    """Evidence that fxctl's tier really came up (LMCache only logs plugin failures)."""
+    if plan.engine == "sim":
+        metrics = probe(target, plan, "/metrics")["/metrics"]["body"]
+        listing = target.run(sh("ls", "-A", plan.l2_path)).stdout.split()
+        if 'fxctl_tier_chunks{tier="l2"}' not in metrics or not listing:
+            raise FxError(f"{target.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
+                          "see fxctl serve logs; the emulator must run with --real-tier")
+        return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
+    found = target.run(sh("grep", "-m", "1", "fxtier: L2 at", plan.log_path))
+    if not found.ok:
+        raise FxError(f"{target.name}: {plan.unit} serves, but the log has no 'fxtier: L2 at' line: "
+                      "LMCache did not load fxctl's tier plugin", "check that fxctl imports in the serving "
+                      "python env (fxctl serve start runs pre-flight) and the log's LMCache warnings")
+    return found.stdout.strip()
+
+
+def stop_instance(target, plan: InstancePlan, mode: str) -> bool:
+    """Stop the unit or process group; True when it was running. FxError if anything is left."""
+    was_running = instance_alive(target, plan, mode)
+    if mode == "systemd":
+        target.run(sh("systemctl", "stop", plan.unit), timeout=STOP_WAIT_S + 15)
+        target.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
+        if instance_alive(target, plan, mode):
+            raise FxError(f"{target.name}: {plan.unit} is still active after systemctl stop",
+                          f"systemctl status {plan.unit}")
+        return was_running
+    pid = read_pid(target, plan)
+    if pid is None:
+        return False
+    for signal in ("TERM", "KILL"):
+        if not group_members(target, pid):
+            break
+        target.run(sh("kill", f"-{signal}", f"-{pid}"))  # dash and bash both take -SIG -PGID
+        deadline = time.monotonic() + (STOP_WAIT_S if signal == "TERM" else 5)
+        while group_members(target, pid) and time.monotonic() < deadline:
+            time.sleep(0.3)
+    left = group_members(target, pid)
+    if left:
+        raise FxError(f"{target.name}: processes {left} of {plan.unit} survived SIGKILL", "inspect them with ps")
+    target.run(sh("rm", "-f", pidfile_of(plan)))
+    return was_running
+
+
+def instance_status(target, plan: InstancePlan, mode: str) -> InstanceStatus:
+    running = instance_alive(target, plan, mode)
+    pid = (unit_main_pid(target, plan) if mode == "systemd" else read_pid(target, plan)) if running else None
+    models: list[str] = []
+    healthy = False
+    if running:
+        answers = probe(target, plan, "/health", "/v1/models")
+        healthy = answers["/health"]["status"] == 200
+        models = model_ids(answers["/v1/models"]["body"])
+    return InstanceStatus(target.name, plan.deployment, plan.index, plan.engine, mode, plan.unit, pid,
+                          running, healthy and bool(models), models, plan.port, plan.log_path)
+
+
+def saved_plans(target, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
+    """The instances recorded on the target (all deployments, or one), with their launch mode."""
+    pattern = f"{state_dir}/{name}/*/instance.json" if name else f"{state_dir}/*/*/instance.json"
+    body = 'for f in $1; do [ -f "$f" ] && cat "$f" && echo "\036"; done; true'
+    res = target.run(script(body, pattern))
+    found = []
+    for chunk in res.stdout.split("\036"):
+        if chunk.strip():
+            try:
+                data = json.loads(chunk)
+                found.append((InstancePlan.from_dict(data["plan"]), data["mode"]))
+            except (ValueError, KeyError):
+                continue
+    return sorted(found, key=lambda item: (item[0].deployment, item[0].index))

@@ -1,0 +1,223 @@
+"""Pre-flight on each serving host: every failure names the host, the check and the fix.
+
+Checks: the L2 directory is on a mounted md array; free space covers L2; the python env has vllm and
+lmcache at known-good versions (engine vllm) or aiohttp (engine sim); fxctl in that env imports and is
+this checkout (installed from our own wheel when missing or stale); the GPU count covers the layout.
+For the emulator (engine sim) the mount and space checks only warn: it runs anywhere (lab, CI, laptops).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from fxctl.remote.command import script, sh
+from fxctl.serve import wheel
+from fxctl.serve.render import ServeSettings
+
+KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
+SIM_SCALE = 32  # the emulator's --real-tier-scale default: it stores chunks this many times smaller
+
+
+@dataclass
+class Check:
+    host: str
+    check: str
+    status: str           # ok | failed | warn | fixed
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Preflight:
+    host: str
+    checks: list[Check] = field(default_factory=list)
+    site_dir: str | None = None   # sim: where fxctl + deps were unpacked (None: the python env has them)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "failed" for c in self.checks)
+
+    def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+        self.checks.append(Check(self.host, check, status, detail, fix))
+
+
+def run_preflight(target, settings: ServeSettings, *, install: bool = True, local: bool = False) -> Preflight:
+    result = Preflight(target.name)
+    check_mount(target, settings, result)
+    check_space(target, settings, result)
+    check_python(target, settings, result, install=install, local=local)
+    check_gpus(target, settings, result)
+    return result
+
+
+def existing_parent(target, path: str) -> str:
+    body = 'd=$1; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; printf %s "$d"'
+    return target.run(script(body, path)).stdout.strip() or "/"
+
+
+def check_mount(target, settings: ServeSettings, result: Preflight) -> None:
+    soft = "warn" if settings.engine == "sim" else "failed"
+    parent = existing_parent(target, settings.l2_dir)
+    res = target.run(sh("findmnt", "-n", "-o", "SOURCE,FSTYPE,TARGET", "--target", parent))
+    fields = res.stdout.split()
+    if not res.ok or len(fields) < 3:
+        result.add("mount", soft, f"{settings.l2_dir}: findmnt found no mount ({res.tail(2) or 'no output'})",
+                   "provision the array (fxctl provision) or fix serve.l2_dir")
+        return
+    source, fstype, mountpoint = fields[:3]
+    real = target.run(sh("readlink", "-f", source)).stdout.strip() or source
+    if not real.startswith("/dev/md"):
+        result.add("mount", soft, f"{settings.l2_dir} is on {mountpoint} from {source} ({fstype}), not an md array",
+                   "put serve.l2_dir on the provisioned array's mount (fxctl provision mounts it)")
+        return
+    result.add("mount", "ok", f"{settings.l2_dir} on {mountpoint}: {real} ({fstype})")
+
+
+def check_space(target, settings: ServeSettings, result: Preflight) -> None:
+    parent = existing_parent(target, settings.l2_dir)
+    res = target.run(sh("df", "-B1", "--output=avail", parent))
+    lines = res.stdout.split()
+    if not res.ok or not lines[-1:] or not lines[-1].isdigit():
+        result.add("space", "failed", f"df on {parent} failed: {res.tail(2)}", "check the mount")
+        return
+    free = int(lines[-1])
+    # what the instances' stores already hold counts as theirs
+    used = target.run(script('du -sb "$@" 2>/dev/null | awk \'{s+=$1} END {print s+0}\'',
+                             *[f"{settings.l2_dir}/{settings.name}-{i}" for i in range(settings.instances)]))
+    held = int(used.stdout.strip() or 0) if used.stdout.strip().isdigit() else 0
+    need = settings.l2_bytes_per_instance * settings.instances
+    if settings.engine == "sim":
+        need //= SIM_SCALE
+    detail = f"{(free + held) / 1e9:.1f} GB available for L2, {need / 1e9:.1f} GB needed"
+    if free + held >= need:
+        result.add("space", "ok", detail)
+    else:
+        result.add("space", "warn" if settings.engine == "sim" else "failed", detail,
+                   "lower l2_size in the inventory (or --l2-size), or free space on the array")
+
+
+def python_facts(target, python: str, modules: list[str], site_dir: str | None = None) -> dict:
+    command = sh(python, "-c", wheel.SOURCE_HASH, *modules)
+    if site_dir:
+        command = sh("env", f"PYTHONPATH={site_dir}", command)
+    res = target.run(command, timeout=120)
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": res.tail(3) or f"exit {res.exit_code}"}
+
+
+def check_python(target, settings: ServeSettings, result: Preflight, *, install: bool, local: bool) -> None:
+    py = settings.python
+    if settings.engine == "vllm":
+        modules = ["vllm", "lmcache", "fxctl.kvtier.lmcache_adapter"]
+    else:
+        modules = ["aiohttp", "yaml", "fxctl.cli", "fxctl.sim.server", "fxctl.kvtier"]
+    if local:  # this machine runs this checkout: the engine gets it on PYTHONPATH
+        result.site_dir = str(wheel.REPO)
+    facts = python_facts(target, py, modules, result.site_dir)
+    if "error" in facts:
+        result.add("python", "failed", f"{py} does not run: {facts['error']}", "install python3 or set serve.python")
+        return
+    if settings.engine == "vllm":
+        for dist, good in KNOWN_GOOD.items():
+            have = facts["versions"].get(dist)
+            if have != good:
+                result.add(f"python:{dist}", "failed", f"{py}: {dist} {have or 'not installed'}, known good {good}",
+                           f"{py} -m pip install {dist}=={good}")
+            else:
+                result.add(f"python:{dist}", "ok", f"{dist} {have}")
+    local_hash = wheel.local_source_hash()
+    fresh = facts.get("fxctl_hash") == local_hash and not facts["missing"]
+    if fresh:
+        result.add("fxctl", "ok", f"fxctl in {py} is this checkout ({facts.get('fxctl_path')})")
+        return
+    if local:
+        result.add("fxctl", "failed", f"{py} lacks: {'; '.join(facts['missing']) or 'this checkout of fxctl'}",
+                   "pip install -e '.[sim]' in this checkout")
+        return
+    why = "; ".join(facts["missing"]) if facts["missing"] else "stale (source hash differs)"
+    if not install:
+        result.add("fxctl", "failed", f"{py}: {why}", "run without --no-install to push fxctl's wheel")
+        return
+    if settings.engine == "vllm":
+        install_into_env(target, settings, result, why)
+    else:
+        install_site(target, settings, result, why, modules)
+
+
+def install_into_env(target, settings: ServeSettings, result: Preflight, why: str) -> None:
+    """vLLM's env has pip: install our wheel there (no deps, no index: the host may have no network)."""
+    built = wheel.build_wheel()
+    remote = f"{settings.state_dir}/wheels/{built.name}"
+    target.upload(built, remote)
+    res = target.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                        "--force-reinstall", remote), timeout=300)
+    facts = python_facts(target, settings.python, ["fxctl.kvtier.lmcache_adapter"])
+    if res.ok and facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
+        result.add("fxctl", "fixed", f"was {why}; installed {built.name} into {settings.python}")
+    else:
+        result.add("fxctl", "failed", f"installing {built.name} into {settings.python} failed: "
+                   f"{res.tail(3) or '; '.join(facts.get('missing', []))}",
+                   f"{settings.python} -m pip install {remote} (its dependencies must be there)")
+
+
+def install_site(target, settings: ServeSettings, result: Preflight, why: str, modules: list[str]) -> None:
+    """Emulator hosts may have neither pip nor network: unpack fxctl + its wheels into a private site dir."""
+    site = f"{settings.state_dir}/site"
+    facts = python_facts(target, settings.python, modules, site)
+    if facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
+        result.site_dir = site
+        result.add("fxctl", "ok", f"fxctl + aiohttp in {site} (PYTHONPATH) are this checkout")
+        return
+    info = target.run(sh(settings.python, "-c",
+                         "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"))
+    parts = info.stdout.split()
+    if not info.ok or len(parts) != 2:
+        result.add("fxctl", "failed", f"cannot read the python version: {info.tail(2)}", "check serve.python")
+        return
+    wheels = wheel.dependency_wheels(parts[0], parts[1])
+    staging = f"{settings.state_dir}/wheelhouse"
+    target.run(sh("rm", "-rf", staging, f"{site}.new").then(sh("mkdir", "-p", staging)), check=True)
+    for item in wheels:
+        target.upload(item, f"{staging}/{item.name}")
+    unpack = ('py=$1; site=$2; shift 2; for w in "$@"; do "$py" -m zipfile -e "$w" "$site.new/" || exit 1; done; '
+              'rm -rf "$site" && mv "$site.new" "$site"')
+    res = target.run(script(unpack, settings.python, site, *[f"{staging}/{w.name}" for w in wheels]), timeout=300)
+    facts = python_facts(target, settings.python, modules, site)
+    if res.ok and facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
+        result.site_dir = site
+        result.add("fxctl", "fixed", f"was {why}; unpacked {len(wheels)} wheels (fxctl, aiohttp and their "
+                   f"dependencies) into {site}")
+    else:
+        result.add("fxctl", "failed", f"unpacking wheels into {site} failed: "
+                   f"{res.tail(3) or '; '.join(facts.get('missing', []))}",
+                   f"install fxctl[sim] into {settings.python} yourself")
+
+
+GPU_TOOLS = {"cuda": sh("nvidia-smi", "-L"), "rocm": sh("rocm-smi", "--showid", "--csv")}
+
+
+def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
+    if settings.engine == "sim":
+        result.add("gpus", "ok", "emulator: no GPU needed")
+        return
+    need = settings.gpus_needed
+    tool = GPU_TOOLS.get(settings.gpu_vendor)
+    if tool is None:
+        result.add("gpus", "warn", f"cannot count {settings.gpu_vendor} GPUs (no tool known); need {need}",
+                   "check the GPU count by hand")
+        return
+    res = target.run(tool)
+    if not res.ok:
+        result.add("gpus", "failed", f"`{tool}` failed: {res.tail(2) or 'not found'}: no GPUs visible",
+                   f"install the {settings.gpu_vendor} driver and tools, or use --engine sim")
+        return
+    if settings.gpu_vendor == "cuda":
+        count = sum(1 for line in res.stdout.splitlines() if line.startswith("GPU "))
+    else:
+        count = sum(1 for line in res.stdout.splitlines() if line.strip().startswith("card"))
+    status = "ok" if count >= need else "failed"
+    result.add("gpus", status, f"{count} GPU(s), layout needs {need} ({settings.instances} x TP"
+               f"{settings.tensor_parallel})", "" if status == "ok" else "change tensor_parallel/instances")

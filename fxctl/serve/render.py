@@ -1,0 +1,271 @@
+"""What `fxctl serve` runs, as data: per instance its GPU set, port, environment, argv and LMCache config.
+
+A profile (profiles/*.yaml) gives the per-instance layout and sizes; the inventory's `serve` section and
+the command line override them. Sizes from a profile are per instance; `l1_size`/`l2_size` from the
+inventory or the command line are per host and split evenly between the host's instances.
+Nothing here runs anything: `--dry-run` prints these plans, `launch` executes them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field, fields, replace
+
+import yaml
+
+from fxctl.errors import BadInput
+from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
+
+GB = 1e9  # profile sizes are decimal GB
+ENGINES = ("vllm", "sim")
+KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
+                                separators=(",", ":"))
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$")
+PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]{0,250}$")
+REMOTE_STATE = "/var/lib/fxctl/serve"
+DEFAULT_SIM_TIME_SCALE = 1.0
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything a deployment needs, resolved from profile + inventory + command line."""
+
+    name: str
+    profile: str
+    engine: str
+    model: str
+    tensor_parallel: int
+    instances: int
+    port: int
+    max_num_seqs: int
+    l1_bytes_per_instance: int
+    l2_bytes_per_instance: int
+    l2_dir: str
+    python: str = "python3"
+    gpu_vendor: str = "cuda"            # cuda | rocm | ascend | none
+    chunk_size: int = 256
+    state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
+    time_scale: float = DEFAULT_SIM_TIME_SCALE
+    site_dir: str | None = None         # sim on a host without pip: fxctl + deps unpacked here (PYTHONPATH)
+    engine_command: tuple[str, ...] = ()  # tests only: replaces the engine argv (e.g. a command that exits)
+
+    @property
+    def gpus_needed(self) -> int:
+        return self.tensor_parallel * self.instances if self.engine == "vllm" else 0
+
+
+@dataclass(frozen=True)
+class InstancePlan:
+    """One serving process on one host."""
+
+    deployment: str
+    index: int
+    host: str                           # inventory host name, or "local"
+    port: int
+    gpus: tuple[int, ...]
+    env: dict[str, str]
+    argv: tuple[str, ...]
+    lmcache_config: dict | None
+    config_path: str | None
+    log_path: str
+    state_path: str
+    l2_path: str
+    unit: str
+    engine: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.deployment}-{self.index}"
+
+    def lmcache_yaml(self) -> str | None:
+        if self.lmcache_config is None:
+            return None
+        return yaml.safe_dump(self.lmcache_config, sort_keys=False)
+
+    def shell_line(self) -> str:
+        """The launch as one shell line: VAR=value ... argv, every part quoted."""
+        env = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        return " ".join(env + [shlex.quote(a) for a in self.argv])
+
+    def to_dict(self) -> dict:
+        return {"deployment": self.deployment, "index": self.index, "host": self.host, "port": self.port,
+                "gpus": list(self.gpus), "engine": self.engine, "unit": self.unit, "env": dict(self.env),
+                "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
+                "lmcache_config": self.lmcache_config, "log_path": self.log_path,
+                "state_path": self.state_path, "l2_path": self.l2_path}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "InstancePlan":
+        return cls(deployment=data["deployment"], index=data["index"], host=data["host"], port=data["port"],
+                   gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
+                   lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
+                   log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
+                   unit=data["unit"], engine=data["engine"])
+
+
+def gpu_vendor(gpu_name: str) -> str:
+    name = gpu_name.lower()
+    if "amd" in name or "instinct" in name or name.startswith("mi"):
+        return "rocm"
+    if "ascend" in name or "huawei" in name:
+        return "ascend"
+    if "nvidia" in name or re.search(r"\b[ahbl]\d{2,3}\b", name):
+        return "cuda"
+    return "none"
+
+
+def visible_devices_env(vendor: str, gpus: tuple[int, ...]) -> dict[str, str]:
+    """The variables that pin an instance to its GPUs (ROCm vLLM requires HIP and CUDA to agree)."""
+    ids = ",".join(str(g) for g in gpus)
+    if vendor == "rocm":
+        return {"HIP_VISIBLE_DEVICES": ids, "CUDA_VISIBLE_DEVICES": ids}
+    if vendor == "ascend":
+        return {"ASCEND_RT_VISIBLE_DEVICES": ids}
+    if vendor == "cuda":
+        return {"CUDA_VISIBLE_DEVICES": ids}
+    return {}
+
+
+def validate(settings: ServeSettings) -> ServeSettings:
+    """Every value that reaches a command line, checked; BadInput names the value and what is allowed."""
+    problems = []
+    if not NAME_RE.match(settings.name):
+        problems.append(f"name {settings.name!r}: lowercase letters, digits and '-', at most 40")
+    if settings.engine not in ENGINES:
+        problems.append(f"engine {settings.engine!r}: one of {', '.join(ENGINES)}")
+    if not MODEL_RE.match(settings.model or ""):
+        problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
+    for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
+                                    ("instances", settings.instances, 1, 64),
+                                    ("max_num_seqs", settings.max_num_seqs, 1, 65536),
+                                    ("chunk_size", settings.chunk_size, 1, 65536)):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            problems.append(f"{label} {value!r}: an integer from {low} to {high}")
+    if not 1 <= settings.port <= 65535 - settings.instances + 1:
+        problems.append(f"port {settings.port}: 1..65535 with room for {settings.instances} instance(s)")
+    for label, path in (("l2_dir", settings.l2_dir), ("state_dir", settings.state_dir),
+                        ("site_dir", settings.site_dir or "/")):
+        if not PATH_RE.match(path or "") or "/../" in f"{path}/":
+            problems.append(f"{label} {path!r}: an absolute path of [A-Za-z0-9._/+-]")
+    if not (PATH_RE.match(settings.python) or re.match(r"^python3(\.\d+)?$", settings.python)):
+        problems.append(f"python {settings.python!r}: python3 or an absolute path to an interpreter")
+    if settings.l1_bytes_per_instance <= 0 or settings.l2_bytes_per_instance <= 0:
+        problems.append("l1 and l2 sizes must be > 0 (LMCache plugins stage through the CPU pool)")
+    if not settings.time_scale >= 0:
+        problems.append(f"time_scale {settings.time_scale}: >= 0")
+    if problems:
+        raise BadInput("serve settings: " + "; ".join(problems), "fix the inventory's serve section or the option")
+    return settings
+
+
+def engine_argv(settings: ServeSettings, port: int, config_path: str | None, l2_path: str) -> tuple[str, ...]:
+    if settings.engine_command:
+        return settings.engine_command
+    if settings.engine == "sim":
+        return (settings.python, "-m", "fxctl", "sim", "serve", "--profile", settings.profile,
+                "--host", "127.0.0.1", "--port", str(port), "--real-tier", l2_path,
+                "--time-scale", f"{settings.time_scale:g}", "--served-model-name", settings.model)
+    vllm = "vllm" if "/" not in settings.python else settings.python.rsplit("/", 1)[0] + "/vllm"
+    return (vllm, "serve", settings.model, "--port", str(port),
+            "--tensor-parallel-size", str(settings.tensor_parallel),
+            "--max-num-seqs", str(settings.max_num_seqs),
+            "--kv-transfer-config", KV_TRANSFER_CONFIG)
+
+
+def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
+    """The instances on one host: instance i gets GPUs [i*tp, (i+1)*tp) and port base+i."""
+    validate(settings)
+    plans = []
+    for index in range(settings.instances):
+        instance_dir = f"{settings.state_dir}/{settings.name}/{index}"
+        port = settings.port + index
+        l2_path = f"{settings.l2_dir}/{settings.name}-{index}"
+        gpus = tuple(range(index * settings.tensor_parallel, (index + 1) * settings.tensor_parallel)) \
+            if settings.engine == "vllm" else ()
+        env: dict[str, str] = {}
+        config = config_path = None
+        if settings.engine == "vllm":
+            config_path = f"{instance_dir}/lmcache.yaml"
+            config = render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
+                                           cpu_bytes=settings.l1_bytes_per_instance,
+                                           chunk_size=settings.chunk_size)
+            env.update(lmcache_environment(config_path))
+            env.update(visible_devices_env(settings.gpu_vendor, gpus))
+        else:
+            env["PYTHONHASHSEED"] = "0"
+        if settings.site_dir:
+            env["PYTHONPATH"] = settings.site_dir
+        plans.append(InstancePlan(
+            deployment=settings.name, index=index, host=host, port=port, gpus=gpus, env=env,
+            argv=engine_argv(settings, port, config_path, l2_path), lmcache_config=config,
+            config_path=config_path, log_path=f"{instance_dir}/serve.log",
+            state_path=f"{instance_dir}/instance.json", l2_path=l2_path,
+            unit=f"fxctl-serve-{settings.name}-{index}", engine=settings.engine))
+    return plans
+
+
+def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
+    """Resolve settings: the loaded profile, then the inventory's serve section, then non-None `overrides`.
+
+    overrides: name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes (per host),
+    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command.
+    """
+    spec = inventory_values(serve_spec)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    pick = lambda key, default=None: given.get(key, spec.get(key, default))  # noqa: E731
+    instances = pick("instances", loaded.get("serving", "instances", 1))
+    per_host_l1 = pick("l1_bytes")
+    per_host_l2 = pick("l2_bytes")
+    l1 = per_host_l1 // instances if per_host_l1 else int(loaded.get("tiers", "l1_size_gb", 0) * GB)
+    l2 = per_host_l2 // instances if per_host_l2 else int(loaded.get("tiers", "l2_size_gb", 0) * GB)
+    l2_dir = pick("l2_dir")
+    if not l2_dir:
+        raise BadInput("no L2 directory for the tier", "pass --l2-dir DIR (on the array's mount) or set "
+                       "serve.l2_dir in the inventory")
+    settings = ServeSettings(
+        name=given.get("name", "main"), profile=str(given.get("profile", loaded.name)),
+        engine=pick("engine", "vllm"), model=pick("model", loaded.get("model", "name")),
+        tensor_parallel=pick("tensor_parallel", loaded.get("serving", "tensor_parallel", 1)),
+        instances=instances, port=pick("port", 8000),
+        max_num_seqs=pick("max_num_seqs", loaded.get("serving", "max_num_seqs", 256)),
+        l1_bytes_per_instance=l1, l2_bytes_per_instance=l2, l2_dir=l2_dir.rstrip("/") or "/",
+        python=pick("python", "python3"), gpu_vendor=gpu_vendor(loaded.get("gpu", "name", "") or ""),
+        chunk_size=loaded.get("tiers", "chunk_tokens", 256),
+        state_dir=given.get("state_dir", REMOTE_STATE),
+        time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
+        engine_command=tuple(given.get("engine_command", ())))
+    return validate(settings)
+
+
+def inventory_values(serve_spec) -> dict:
+    """The serve section's values the user set (a field left at its default lets the profile decide)."""
+    if serve_spec is None:
+        return {}
+    return {f.name: getattr(serve_spec, f.name) for f in fields(serve_spec)
+            if getattr(serve_spec, f.name) is not None and getattr(serve_spec, f.name) != f.default}
+
+
+def with_site_dir(settings: ServeSettings, site_dir: str | None) -> ServeSettings:
+    return validate(replace(settings, site_dir=site_dir))
+
+
+@dataclass
+class DryRun:
+    """What `--dry-run` prints: per host, per instance, env + argv + LMCache YAML."""
+
+    plans: list[InstancePlan] = field(default_factory=list)
+
+    def text(self) -> str:
+        out = []
+        for plan in self.plans:
+            out.append(f"# {plan.host}: instance {plan.index} ({plan.unit}), port {plan.port}, "
+                       f"GPUs {','.join(map(str, plan.gpus)) or 'none'}, log {plan.log_path}")
+            if plan.config_path:
+                out.append(f"# {plan.config_path}:")
+                out.extend("#   " + line for line in (plan.lmcache_yaml() or "").splitlines())
+            out.append(plan.shell_line())
+            out.append("")
+        return "\n".join(out).rstrip("\n")

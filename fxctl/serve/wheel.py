@@ -1,0 +1,119 @@
+"""fxctl's own wheel (and, for hosts without network or pip, its dependencies) for the serving hosts.
+
+The tier backend ships with the toolkit, so the serving python env must hold the same fxctl as this
+checkout. Freshness is a hash of the package's source files, computed the same way here and on the host
+(SOURCE_HASH runs there with the host's python), so a stale install is found whatever its version says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+from fxctl.errors import FxError
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "fxctl"
+SUFFIXES = (".py",)
+
+# Runs on the host: import the modules named in argv[1:], print fxctl's source hash and the versions.
+SOURCE_HASH = r"""
+import hashlib, importlib, json, os, sys
+out = {"missing": [], "versions": {}}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        out["missing"].append(name + ": " + type(e).__name__ + ": " + str(e)[:200])
+try:
+    from importlib.metadata import version
+    for dist in ("vllm", "lmcache", "aiohttp", "fxctl"):
+        try:
+            out["versions"][dist] = version(dist)
+        except Exception:
+            pass
+    import fxctl
+    root = os.path.dirname(fxctl.__file__)
+    h = hashlib.sha256()
+    for d, subdirs, files in sorted(os.walk(root)):
+        subdirs[:] = sorted(s for s in subdirs if s != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                p = os.path.join(d, f)
+                h.update(os.path.relpath(p, root).encode() + b"\0")
+                with open(p, "rb") as fh:
+                    h.update(fh.read() + b"\0")
+    out["fxctl_hash"] = h.hexdigest()
+    out["fxctl_path"] = root
+except Exception as e:
+    out["fxctl_hash"] = None
+print(json.dumps(out))
+"""
+
+
+def local_source_hash() -> str:
+    h = hashlib.sha256()
+    for directory, subdirs, files in sorted((d, s, f) for d, s, f in _walk(PACKAGE)):
+        for name in sorted(files):
+            if name.endswith(SUFFIXES):
+                path = Path(directory) / name
+                h.update(str(path.relative_to(PACKAGE)).encode() + b"\0")
+                h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _walk(root: Path):
+    import os
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(s for s in subdirs if s != "__pycache__")
+        yield directory, subdirs, files
+
+
+def cache_dir() -> Path:
+    import os
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fxctl" / "serve"
+
+
+def build_wheel() -> Path:
+    """`pip wheel --no-deps` of this checkout into a folder named by the source hash (built once)."""
+    out = cache_dir() / "wheels" / local_source_hash()[:16]
+    found = sorted(out.glob("fxctl-*.whl"))
+    if found:
+        return found[0]
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "-q", "-w", str(out), str(REPO)], capture_output=True, text=True)
+    found = sorted(out.glob("fxctl-*.whl"))
+    if done.returncode != 0 or not found:
+        raise FxError(f"pip wheel of {REPO} failed: {(done.stderr or done.stdout).strip()[-500:]}",
+                      "run `pip wheel --no-deps .` in the repository to see why")
+    return found[0]
+
+
+def dependency_wheels(python_version: str, machine: str, extras: str = "sim") -> list[Path]:
+    """fxctl's dependencies (with `extras`) as binary wheels for the host's python (downloaded once).
+
+    For hosts without network or pip: they are unpacked into a private site directory there.
+    """
+    if machine not in ("x86_64", "aarch64"):
+        raise FxError(f"no wheels for machine {machine!r}", "install fxctl's dependencies on the host yourself")
+    wheel = build_wheel()
+    out = cache_dir() / f"wheelhouse-cp{python_version.replace('.', '')}-{machine}-{wheel.parent.name}"
+    marker = out / ".complete"
+    if not marker.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        platforms = [f"manylinux2014_{machine}", f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}"]
+        argv = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out), "--only-binary=:all:",
+                "--python-version", python_version, "--implementation", "cp"]
+        for platform in platforms:
+            argv += ["--platform", platform]
+        done = subprocess.run(argv + [f"fxctl[{extras}] @ {wheel.as_uri()}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise FxError(f"pip download of fxctl's dependencies for python {python_version} {machine} failed: "
+                          f"{(done.stderr or done.stdout).strip()[-500:]}",
+                          "this machine needs network access to PyPI (or a pip index) to fetch them once")
+        marker.write_text("ok\n")
+    return sorted(out.glob("*.whl"))
