@@ -158,7 +158,7 @@ class ConfigValues(Fact):
 
 class RdmaCmDefaults(Fact):
     """RDMA-CM defaults of every RDMA device's ports (configfs, made to read when absent):
-    {device: {port: {"mode": "RoCE v2", "tos": 106}}}; None when rdma_cm's configfs is not there."""
+    {device: {"1": {"mode": "RoCE v2", "tos": 106}}} (port numbers as strings, as in JSON); None when rdma_cm's configfs is not there."""
 
     ok_codes = (0, ABSENT)
     ROOT = "/sys/kernel/config/rdma_cm"
@@ -183,7 +183,7 @@ done; true""", self.ROOT)
             parts = line.split("\t")
             if len(parts) == 4:
                 dev, port, mode, tos = parts
-                found.setdefault(dev, {})[int(port)] = {"mode": mode or None,
+                found.setdefault(dev, {})[port] = {"mode": mode or None,
                                                         "tos": int(tos) if tos.strip().isdigit() else None}
         return found
 
