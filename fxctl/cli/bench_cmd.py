@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from fxctl.output import dumps, emit
@@ -9,7 +11,7 @@ from fxctl.output import dumps, emit
 
 @click.group(name="bench")
 def command():
-    """Benchmarks: the KV tier (tier); the serving load generator joins later."""
+    """Benchmarks: the KV tier (tier) and the serving load generator (serve)."""
 
 
 def _parse_size(text: str) -> int:
@@ -56,3 +58,83 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
              {True: "yes", False: "NO", None: "-"}[r["met"]], r["detail"]) for r in result["ratios"]]
     emit(result, app.output_format if app else "table", rows=rows,
          headers=["measure", "ratio", "goal", "met", "detail"])
+
+
+@command.command(name="serve")
+@click.option("--url", required=True, help="Base URL of an OpenAI-compatible server (vLLM, fxctl sim serve).")
+@click.option("--workload", type=click.Choice(["long-context", "multi-turn", "cold-recovery"]),
+              default="long-context", show_default=True)
+@click.option("--concurrency", type=click.IntRange(1), default=None,
+              help="Closed loop: clients sending back to back (default 8); with --rate: the cap.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Open loop: Poisson arrivals per second (model seconds under --time-scale).")
+@click.option("--requests", "num_prompts", type=click.IntRange(1, 100_000), default=64, show_default=True,
+              help="Measured requests (multi-turn: sessions).")
+@click.option("--warmup", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Requests sent first and left out of the results.")
+@click.option("--prompt-tokens", default="1024", show_default=True, help="Prompt length, N or MIN-MAX tokens "
+              "(multi-turn: each user message).")
+@click.option("--shared-prefix", type=click.FloatRange(0, 0.99), default=0.0, show_default=True,
+              help="Share of each prompt that is a prefix common to all prompts.")
+@click.option("--output-tokens", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--turns", type=click.IntRange(1, 100), default=4, show_default=True, help="multi-turn: turns per session.")
+@click.option("--think-time", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="multi-turn: seconds between a reply and the next turn.")
+@click.option("--slo", default=None, help="Per-request SLO for goodput, e.g. 'ttft_p50<=2s,tpot_p50<=50ms'.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              help="Wall seconds for the whole run; requests still running are cancelled (failed).")
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Divide measured times by this (the emulator's --time-scale), giving model seconds.")
+@click.option("--clock", type=click.Choice(["wall", "model"]), default="wall", show_default=True,
+              help="model: latencies and duration from the emulator's own model time (fxctl sim only).")
+@click.option("--model", default=None, help="Model name to send (default: the server's first model).")
+@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the result JSON here.")
+@click.pass_obj
+def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
+          turns, think_time, slo, time_limit, time_scale, clock, model, result_file):
+    """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
+
+    \b
+    Reports TTFT, TPOT, ITL (per token), E2EL (mean, median, p90, p99), output and total tok/s, req/s,
+    goodput under --slo, errors, and per-tier hit rates from /metrics deltas (fxctl sim, fxctl's tier).
+    Every prompt starts with its own salt: no accidental shared prefixes.
+    """
+    from fxctl.bench.loadgen import LoadSpec, run as run_load
+    from fxctl.bench.metrics import parse_slo
+    from fxctl.bench.workloads import WorkloadSpec
+    from fxctl.errors import BadInput
+
+    try:
+        low, _, high = prompt_tokens.partition("-")
+        spec = WorkloadSpec(workload, int(low), int(high or low), shared_prefix, output_tokens, turns, think_time)
+        limits = parse_slo(slo) if slo else None
+    except ValueError as exc:
+        raise BadInput(str(exc), "see fxctl bench serve --help") from exc
+    result = run_load(LoadSpec(url, spec, concurrency=concurrency if rate else (concurrency or 8), rate=rate,
+                               requests=num_prompts, warmup=warmup, time_limit_s=time_limit, time_scale=time_scale,
+                               model=model, slo=limits, clock=clock))
+    if result_file:
+        result_file.write_text(dumps(result, "json"))
+    emit(result, app.output_format if app else "table", rows=serve_rows(result),
+         headers=["metric", "mean", "median", "p90", "p99"], text=serve_text(result))
+
+
+def serve_rows(result: dict) -> list[tuple]:
+    return [(name.upper() + " ms", *(f"{result[f'{stat}_{name}_ms']:.2f}" for stat in ("mean", "median", "p90", "p99")))
+            for name in ("ttft", "tpot", "itl", "e2el")]
+
+
+def serve_text(result: dict) -> str:
+    lines = [f"\ncompleted {result['completed']}, failed {result['failed']} in {result['duration']:.2f} s "
+             f"({result['clock']} clock): {result['request_throughput']:.2f} req/s, "
+             f"{result['output_throughput']:.1f} output tok/s, {result['total_token_throughput']:.1f} total tok/s"]
+    if "request_goodput" in result:
+        lines.append(f"goodput {result['request_goodput']:.2f} req/s under {', '.join(result['slo'])}")
+    for tier, hits in (result.get("tier_hits") or {}).items():
+        if hits.get("hit_rate") is not None:
+            lines.append(f"{tier} hit rate {100 * hits['hit_rate']:.1f} %")
+    lines += [f"error x{n}: {e}" for e, n in result["errors"].items()] + result["notes"]
+    if result["timed_out"]:
+        lines.append("time limit reached: requests still running were cancelled")
+    return "\n".join(lines)

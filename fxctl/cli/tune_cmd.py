@@ -1,5 +1,88 @@
-"""`fxctl tune`."""
+"""`fxctl tune`: parse, call fxctl.tune.tune, render."""
 
-from fxctl.cli.not_implemented import not_implemented_group
+from __future__ import annotations
 
-command = not_implemented_group("tune", "Find the best operating point under a latency SLO.", 9)
+from pathlib import Path
+
+import click
+
+from fxctl.output import emit
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise click.BadParameter("a comma-separated list of integers, e.g. 1,2,4,8,16") from exc
+
+
+@click.command("tune")
+@click.option("--target", type=click.Choice(["sim", "virtual", "url"]), default="sim", show_default=True,
+              help="sim: start `fxctl sim serve` per server configuration; virtual: the emulator's engine in "
+                   "virtual time (no HTTP); url: a running server (load only).")
+@click.option("--profile", default="mi308x-qwen3-coder-480b-tp8", show_default=True,
+              help="Emulator profile (sim, virtual): name in profiles/ or a YAML path.")
+@click.option("--url", default=None, help="With --target url: the server's base URL.")
+@click.option("--workload", type=click.Choice(["cold-recovery", "long-context", "multi-turn"]),
+              default="cold-recovery", show_default=True)
+@click.option("--slo", default=None, help="Latency SLO, e.g. 'ttft_p50<=12s' or 'ttft_p50<=12s,tpot_p99<=200ms'.")
+@click.option("--param", "params", multiple=True,
+              help="Server setting to search, SECTION.KEY=V1,V2 (repeatable; outer loop), e.g. "
+                   "tiers.l1_size_gb=16,64 or serving.max_num_seqs=16,256.")
+@click.option("--baseline", type=click.Choice(["no-offload"]), default=None,
+              help="Also measure the best point with KV offload off; report the gain as in R2.")
+@click.option("--grid", "full", is_flag=True, help="Measure every grid point instead of searching.")
+@click.option("--concurrency", "concurrencies", default="1,2,4,6,8,12,16,20,24,32,40,48,64", show_default=True,
+              help="Concurrency grid the search moves on.")
+@click.option("--start", default=4, show_default=True, type=click.IntRange(1), help="First concurrency tried.")
+@click.option("--requests-per-client", default=4, show_default=True, type=click.IntRange(1, 100))
+@click.option("--prompt-tokens", default=None, help="MIN-MAX prompt tokens (default: the profile's calibration).")
+@click.option("--output-tokens", default=None, type=click.IntRange(1))
+@click.option("--time-scale", default=0.005, show_default=True, type=click.FloatRange(min=0),
+              help="sim: wall seconds per model second.")
+@click.option("--clock", type=click.Choice(["model", "wall"]), default=None,
+              help="Latencies from the emulator's model time (default for sim) or the client's wall clock "
+                   "divided by the time scale (default for url).")
+@click.option("--time-limit", default=600.0, show_default=True, type=click.FloatRange(min=1),
+              help="Wall seconds per trial (requests still running are cancelled and count as failed).")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where trials and outputs go (default: $FXCTL_RUN_DIR or ~/.local/state/fxctl/runs).")
+@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Resume the run in this directory with its saved options: finished trials are not repeated.")
+@click.pass_obj
+def command(app, target, profile, url, workload, slo, params, baseline, full, concurrencies, start,
+            requests_per_client, prompt_tokens, output_tokens, time_scale, clock, time_limit, run_dir, resume):
+    """Find the best operating point under a latency SLO, by measurement.
+
+    \b
+    Outer loop: server settings (--param; the server restarts only when they change). Inner loop:
+    concurrency, bracket then bisect/interpolate on the SLO margin (--grid: every point). Every trial is
+    a JSON file in the run directory; --resume DIR skips finished ones (Ctrl-C leaves a resumable run).
+    Writes summary.json, trials.csv, tune.png and the chosen settings as a profile YAML.
+
+    \b
+    Example (emulated R2 platform, about 2 minutes):
+      fxctl tune --target sim --profile mi308x-qwen3-coder-480b-tp8 --workload cold-recovery \\
+        --slo 'ttft_p50<=12s' --baseline no-offload
+    """
+    from fxctl.errors import BadInput
+    from fxctl.tune import tune
+    from fxctl.tune.report import TABLE_HEADERS, table_rows, text_summary
+    from fxctl.tune.run import TuneOptions
+
+    options = None
+    if resume is None:
+        if not slo:
+            raise BadInput("--slo is required", "e.g. --slo 'ttft_p50<=12s'")
+        low = high = None
+        if prompt_tokens:
+            low_text, _, high_text = prompt_tokens.partition("-")
+            low, high = int(low_text), int(high_text or low_text)
+        options = TuneOptions(slo=slo, target=target, profile=profile, url=url, workload=workload,
+                              params=list(params), baseline=baseline, grid=full, concurrencies=_ints(concurrencies),
+                              start=start, requests_per_client=requests_per_client, time_scale=time_scale,
+                              clock=clock or ("wall" if target == "url" else "model"), min_tokens=low,
+                              max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit)
+    summary = tune(options, run_dir=run_dir, resume=resume)
+    emit(summary, app.output_format if app else "table", rows=table_rows(summary), headers=TABLE_HEADERS,
+         text=text_summary(summary))

@@ -1,0 +1,197 @@
+"""`fxctl tune`: server settings in the outer loop, a concurrency search inside, every trial on disk.
+
+For each configuration of server settings, a search generator proposes concurrencies and receives each
+trial's observation (`search.send(obs)`); the target restarts the server only when settings change (and
+only when a trial must actually be measured, so a finished run resumes without starting anything).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fxctl.bench.metrics import Limit, RequestRecord, parse_slo, percentile
+from fxctl.bench.workloads import WorkloadSpec
+from fxctl.errors import BadInput
+from fxctl.tune.profiles import parse_params, settings_key
+from fxctl.tune.search import DEFAULT_GRID, Observation, bracket_then_bisect, drive, estimate_trials, full_grid
+from fxctl.tune.store import RunStore
+from fxctl.tune.targets import SimTarget, TrialLoad, UrlTarget, VirtualTarget
+
+TARGETS = ("sim", "virtual", "url")
+
+
+@dataclass
+class TuneOptions:
+    slo: str
+    target: str = "sim"
+    profile: str = "mi308x-qwen3-coder-480b-tp8"
+    url: str | None = None
+    workload: str = "cold-recovery"
+    params: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    grid: bool = False
+    concurrencies: list[int] = field(default_factory=lambda: list(DEFAULT_GRID))
+    start: int = 4
+    requests_per_client: int = 4
+    time_scale: float = 0.005
+    clock: str = "model"
+    min_tokens: int | None = None
+    max_tokens: int | None = None
+    output_tokens: int | None = None
+    shared_prefix: float = 0.0
+    time_limit_s: float = 600.0
+
+
+def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec:
+    """Prompt shape: the options, else the profile's calibration workload, else 4K tokens."""
+    cal = {}
+    if profile_path is not None:
+        from fxctl.sim.profile import load_profile
+        cal = load_profile(str(profile_path)).calibration
+    mean = int(cal.get("prompt_tokens", 4096))
+    spread = float(cal.get("prompt_spread", 0.0))
+    low = options.min_tokens or int(mean * (1 - spread))
+    high = options.max_tokens or max(int(mean * (1 + spread)), low)
+    return WorkloadSpec(options.workload, low, high, options.shared_prefix,
+                        options.output_tokens or int(cal.get("output_tokens", 64)))
+
+
+class ProgressLine:
+    """One line per trial on stderr (i of about N, concurrency, TTFT p50, tok/s), updated while it runs."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.count = 0
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.last = 0.0
+        self.label = ""
+
+    def begin(self, label: str) -> None:
+        self.count += 1
+        self.label = f"[{self.count}/~{max(self.total, self.count)}] {label}"
+
+    def running(self, records: list[RequestRecord], elapsed: float) -> None:
+        now = time.monotonic()
+        if not self.live or now - self.last < 0.2 or not records:
+            return
+        self.last = now
+        ttfts = [r.model_ttft if r.model_ttft is not None else r.ttft for r in records if r.ok]
+        tokens = sum(r.output_tokens for r in records if r.ok)
+        self.stream.write(f"\r{self.label}: {len(records)} done, running TTFT p50 {percentile(ttfts, 50):.2f} s, "
+                          f"~{tokens / elapsed if elapsed else 0:.1f} tok/s   ")
+        self.stream.flush()
+
+    def end(self, trial: dict) -> None:
+        r = trial["result"]
+        mark = "meets SLO" if trial["feasible"] else "misses SLO"
+        how = " (resumed)" if trial.get("resumed") else f" ({trial['wall_s']:.1f} s)"
+        self.stream.write(f"{chr(13) if self.live else ''}{self.label}: TTFT p50 {r['median_ttft_ms'] / 1000:.2f} s, "
+                          f"{r['output_throughput']:.1f} tok/s, {mark}{how}\n")
+        self.stream.flush()
+
+
+def observe(trial: dict) -> Observation:
+    return Observation(trial["concurrency"], trial["result"]["output_throughput"], trial["margin"])
+
+
+def judge(result: dict, limits: list[Limit]) -> float:
+    """The SLO margin (smallest over terms); a trial that lost requests cannot meet it."""
+    if result["completed"] == 0:
+        return -1.0
+    margin = min(limit.margin(result) for limit in limits)
+    return min(margin, -1e-9) if result["failed"] else margin
+
+
+class Tuner:
+    def __init__(self, options: TuneOptions, store: RunStore, progress: ProgressLine | None = None):
+        self.options = options
+        self.store = store
+        self.limits = parse_slo(options.slo)
+        self.profile_path = None
+        if options.target in ("sim", "virtual"):
+            from fxctl.sim.profile import resolve_profile_path
+            self.profile_path = resolve_profile_path(options.profile)
+        self.load = TrialLoad(workload_of(options, self.profile_path), options.requests_per_client, self.limits,
+                              options.time_limit_s, options.time_scale,
+                              options.clock if options.target != "virtual" else "virtual")
+        self.configs = parse_params(tuple(options.params))
+        self.grid = tuple(sorted(set(options.concurrencies)))
+        total = len(self.configs) * estimate_trials(self.grid, options.grid) + (1 if options.baseline else 0)
+        self.progress = progress or ProgressLine(total)
+        self.trials: list[dict] = []
+        self.measured = 0
+
+    def target(self):
+        if self.options.target == "sim":
+            return SimTarget(self.profile_path, self.store.dir)
+        if self.options.target == "virtual":
+            return VirtualTarget(self.profile_path)
+        if not self.options.url:
+            raise BadInput("--target url needs --url", "e.g. --url http://127.0.0.1:8000")
+        return UrlTarget(self.options.url)
+
+    def trial(self, target, settings: dict, kind: str, concurrency: int, load: TrialLoad) -> dict:
+        key = settings_key(settings)
+        self.progress.begin(f"{key} {kind} c={concurrency}")
+        found = self.store.load_trial(key, kind, concurrency)
+        if found is not None:
+            found["resumed"] = True
+            self.trials.append(found)
+            self.progress.end(found)
+            return found
+        started = time.perf_counter()
+        result = target.measure(settings, concurrency, load, self.progress.running)
+        trial = {"settings": settings, "settings_key": key, "kind": kind, "concurrency": concurrency,
+                 "result": result, "margin": judge(result, self.limits), "slo": self.options.slo,
+                 "wall_s": time.perf_counter() - started, "target": self.options.target}
+        trial["feasible"] = trial["margin"] >= 0
+        self.store.save_trial(trial)
+        self.measured += 1
+        self.trials.append(trial)
+        self.progress.end(trial)
+        return trial
+
+    def run(self) -> dict:
+        target = self.target()
+        searches = []
+        try:
+            for settings in self.configs:
+                search = full_grid(self.grid) if self.options.grid else bracket_then_bisect(self.grid, self.options.start)
+                chosen, seen = drive(search, lambda c, s=settings: observe(self.trial(target, s, "search", c, self.load)))
+                searches.append({"settings": settings, "settings_key": settings_key(settings),
+                                 "chosen": asdict(chosen) if chosen else None, "trials": len(seen)})
+            best = max((s for s in searches if s["chosen"]), key=lambda s: s["chosen"]["throughput"], default=None)
+            baseline = None
+            if best and self.options.baseline == "no-offload":
+                baseline = self.trial(target, {**best["settings"], "serving.offload": False}, "baseline",
+                                      best["chosen"]["concurrency"], self.baseline_load())
+        finally:
+            target.close()
+        return {"searches": searches, "best": best, "baseline": baseline}
+
+    def baseline_load(self) -> TrialLoad:
+        """No offload: the fill phase of cold recovery fills nothing (HBM's cache is reset before the replay),
+        so the baseline replays the same prompt shape without it."""
+        if self.options.target == "url":
+            raise BadInput("--baseline no-offload needs a server fxctl starts (--target sim)", "drop --baseline")
+        w = self.load.workload
+        workload = WorkloadSpec("long-context", w.min_tokens, w.max_tokens, w.shared_prefix, w.output_tokens)
+        return TrialLoad(workload, self.load.requests_per_client, self.limits, self.load.time_limit_s,
+                         self.load.time_scale, self.load.clock)
+
+
+def check_options(options: TuneOptions) -> None:
+    if options.target not in TARGETS:
+        raise BadInput(f"unknown target {options.target}", f"one of {', '.join(TARGETS)}")
+    if options.baseline not in (None, "no-offload"):
+        raise BadInput(f"unknown baseline {options.baseline}", "--baseline no-offload")
+    if not options.concurrencies or min(options.concurrencies) < 1:
+        raise BadInput("concurrency grid must hold positive integers", "e.g. --concurrency 1,2,4,8,16,32")
+    try:
+        parse_slo(options.slo)
+    except ValueError as exc:
+        raise BadInput(str(exc), "e.g. --slo 'ttft_p50<=12s'") from exc
