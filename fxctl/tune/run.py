@@ -191,6 +191,7 @@ def check_options(options: TuneOptions) -> None:
         raise BadInput(f"unknown baseline {options.baseline}", "--baseline no-offload")
     if not options.concurrencies or min(options.concurrencies) < 1:
         raise BadInput("concurrency grid must hold positive integers", "e.g. --concurrency 1,2,4,8,16,32")
+    parse_params(tuple(options.params))
     try:
         parse_slo(options.slo)
     except ValueError as exc:

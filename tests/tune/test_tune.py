@@ -1,0 +1,103 @@
+"""fxctl tune: the search against the full grid (emulator engine in virtual time), and the whole command over
+real HTTP against `fxctl sim serve` started by the tuner itself (trials, resume, outputs, baseline)."""
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.search_cost import compare, measured_grid
+from fxctl.cli import cli
+from fxctl.sim.profile import load_profile
+from fxctl.tune.search import Observation, bracket_then_bisect, drive, full_grid
+
+GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32)
+
+
+@pytest.mark.parametrize("profile", ["mi308x-qwen3-coder-480b-tp8", "atlas910b-70b", "lab"])
+def test_search_finds_the_grid_best_with_fewer_trials(profile):
+    results = measured_grid(profile, GRID)
+    # SLOs as multiples of the profile's unloaded TTFT p50: they bite at different points of the grid
+    for factor in (1.2, 1.5, 2.0, 3.0):
+        outcome = compare(results, factor, GRID)
+        assert outcome["grid_best"] is not None, (profile, factor)
+        assert outcome["chosen"] is not None and outcome["chosen"].feasible
+        assert outcome["gap_pct"] <= 5.0, (profile, outcome["slo"], outcome)
+        assert outcome["trials"] < len(GRID), (profile, outcome["slo"], outcome["trials"])
+
+
+def test_search_is_a_generator_that_receives_observations():
+    search = bracket_then_bisect(GRID, start=4)
+    asked = [next(search)]
+    limit = 13   # throughput rises with c; the SLO holds up to c=13
+    try:
+        while True:
+            c = asked[-1]
+            asked.append(search.send(Observation(c, float(c), (limit - c) / limit)))
+    except StopIteration as stop:
+        chosen = stop.value
+    assert chosen.concurrency == 12 and asked[:4] == [4, 8, 16, 12]
+    assert len(asked) == len(set(asked))
+    everything, seen = drive(full_grid(GRID), lambda c: Observation(c, float(c), (limit - c) / limit))
+    assert everything.concurrency == 12 and len(seen) == len(GRID)
+
+
+def tune(args, run_dir):
+    result = CliRunner().invoke(cli, ["-o", "json", "tune", *args, "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+LAB = ["--target", "sim", "--profile", "lab", "--workload", "cold-recovery", "--prompt-tokens", "2048",
+       "--output-tokens", "16", "--requests-per-client", "2", "--time-scale", "0.01", "--concurrency", "1,2,4,8,16",
+       "--slo", "ttft_p50<=0.45s", "--time-limit", "60"]
+
+
+def test_tune_over_http_writes_every_output_and_resumes_without_repeating(tmp_path):
+    run_dir = tmp_path / "run"
+    summary, err = tune([*LAB, "--param", "serving.max_num_seqs=2,64", "--baseline", "no-offload"], run_dir)
+    trials = summary["trials"]
+    # outer loop: two server configurations, each started once from its own profile
+    assert {t["settings"] for t in trials if t["kind"] == "search"} == {"max_num_seqs=2", "max_num_seqs=64"}
+    best_key = summary["best"]["settings_key"]
+    assert sorted(p.name for p in (run_dir / "profiles").iterdir()) == sorted(
+        ["max_num_seqs=2.yaml", "max_num_seqs=64.yaml", f"{best_key},offload=off.yaml"])
+    # the best point is the highest throughput among the trials that met the SLO
+    feasible = [t for t in trials if t["kind"] == "search" and t["feasible"]]
+    top = max(feasible, key=lambda t: t["output_throughput"])
+    assert summary["best"]["concurrency"] == top["concurrency"]
+    assert summary["best"]["output_throughput"] == pytest.approx(top["output_throughput"])
+    # every trial has its own file; the outputs exist; progress went to stderr
+    assert len(list((run_dir / "trials").glob("*.json"))) == len(trials) == summary["trials_measured_now"]
+    rows = list(csv.DictReader(open(run_dir / "trials.csv")))
+    assert len(rows) == len(trials) and (run_dir / "tune.png").stat().st_size > 10_000
+    assert f"[1/~" in err and "TTFT p50" in err and "tok/s" in err
+    tuned = load_profile(summary["files"]["profile"])
+    assert tuned.get("serving", "max_num_seqs") == summary["best"]["settings"].get("serving.max_num_seqs")
+    assert "tune" in tuned.description
+    # baseline: the same concurrency without offload recomputes the prefix the tier would have loaded
+    base = summary["baseline"]
+    assert base["concurrency"] == summary["best"]["concurrency"]
+    assert base["ttft_p50_s"]["no_offload"] > base["ttft_p50_s"]["tuned"] and base["ttft_p50_s"]["change_pct"] < 0
+
+    # resume: nothing is measured again
+    again, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
+    assert again["trials_measured_now"] == 0 and again["trials_resumed"] == len(trials)
+    assert again["best"] == summary["best"]
+
+    # a run cut short (one trial file missing, as after Ctrl-C) measures only what is missing
+    victim = sorted((run_dir / "trials").glob("max_num_seqs=64__search__*.json"))[-1]
+    victim.unlink()
+    partial, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
+    assert partial["trials_measured_now"] == 1 and partial["trials_resumed"] == len(trials) - 1
+
+
+def test_tune_refuses_bad_input(tmp_path):
+    from fxctl.errors import BadInput
+
+    for args in (["--slo", "ttft<=3", "--run-dir", str(tmp_path / "x")], ["--resume", str(tmp_path / "nothing")],
+                 ["--slo", "ttft_p50<=1s", "--param", "gpu.hbm_gb=1,2", "--run-dir", str(tmp_path / "y")]):
+        result = CliRunner().invoke(cli, ["tune", *args])
+        assert isinstance(result.exception, BadInput), (args, result.output)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
