@@ -231,7 +231,8 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
     wall = summarize(records, duration, spec.slo)
     result = wall
     if spec.clock == "model":
-        result = model_clock_result(records, before, after, spec.slo, wall)
+        result = model_clock_result(records, before, after, spec.slo, wall,
+                                    closed=not spec.rate and not spec.workload.think_time_s)
     result.update({
         "workload": spec.workload.name, "workload_spec": vars(spec.workload), "url": spec.url,
         "model_id": model, "mode": "open" if spec.rate else "closed", "max_concurrency": spec.concurrency,
@@ -246,7 +247,8 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
 MODEL_CLOCK = "fxctl_sim_model_time_seconds"
 
 
-def model_clock_result(records: list[RequestRecord], before: dict, after: dict, slo, wall: dict) -> dict:
+def model_clock_result(records: list[RequestRecord], before: dict, after: dict, slo, wall: dict,
+                       closed: bool = True) -> dict:
     """Figures in the emulator's model time: its per-request TTFT/E2EL; the duration from its clock (open
     loop) or from the clients' model-time busy spans (closed loop).
 
@@ -263,11 +265,12 @@ def model_clock_result(records: list[RequestRecord], before: dict, after: dict, 
     for r in records:
         if r.ok and r.client >= 0:
             busy[r.client] = busy.get(r.client, 0.0) + r.model_e2el
-    if busy and all(r.client >= 0 for r in records) and not any(r.error == "time limit" for r in records):
+    if closed and busy and all(r.client >= 0 for r in records) and not any(r.error == "time limit" for r in records):
         # closed loop: the busiest client's model time, as if each sent its next request at once (the
         # emulator's clock also runs, at wall speed / time scale, while it waits for the client's next one)
         duration = max(busy.values())
     result = summarize([on_model_clock(r) for r in records], duration, slo)
+    result["itl_clock"] = "wall"   # chunk gaps are only seen by the client: wall time / time scale
     result["wall_clock"] = {k: wall[k] for k in ("duration", "output_throughput", "median_ttft_ms",
                                                   "p99_ttft_ms", "median_tpot_ms")}
     return result
