@@ -24,6 +24,12 @@ ROOTFS_PACKAGES = (
     "systemd-sysv", "udev", "openssh-server", "nvme-cli", "mdadm", "xfsprogs", "rdma-core",
     "ibverbs-utils", "ibverbs-providers", "rdmacm-utils", "python3", "python3-pyverbs", "iproute2",
     "kmod", "fio", "procps", "e2fsprogs", "util-linux", "dbus", "iputils-ping",
+    # `fxctl net bench` (ib_write_bw)
+    "perftest",
+    # a serving host for `fxctl serve --engine sim`: the guests have no network, so fxctl's wheel is
+    # installed with --no-deps over these
+    "python3-pip", "python3-aiohttp", "python3-yaml", "python3-click", "python3-tabulate",
+    "python3-fabric", "python3-xxhash",
 )
 
 # the modules whose text decides what the image holds
