@@ -101,3 +101,44 @@ def test_tune_refuses_bad_input(tmp_path):
         result = CliRunner().invoke(cli, ["tune", *args])
         assert isinstance(result.exception, BadInput), (args, result.output)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_ctrl_c_leaves_a_resumable_run_and_stops_the_server(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    run_dir = tmp_path / "cut"
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.Popen([sys.executable, "-m", "fxctl", "tune", *LAB, "--run-dir", str(run_dir)], cwd=repo,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list((run_dir / "trials").glob("*.json")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "--resume" in err
+    finished = {p.name for p in (run_dir / "trials").glob("*.json")}
+    assert finished and not list((run_dir / "trials").glob("*.tmp"))
+    assert processes_naming(run_dir) == []
+    summary, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
+    assert summary["trials_resumed"] == len(finished)
+    assert summary["trials_measured_now"] == summary["trials_total"] - len(finished)
+
+
+def processes_naming(path) -> list[str]:
+    """Processes whose command line holds `path` (the tuner's servers take their profile from the run dir)."""
+    from pathlib import Path
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
