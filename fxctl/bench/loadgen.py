@@ -111,18 +111,18 @@ class Client:
 
 
 async def run_item(client: Client, item, records: list[RequestRecord], model: str | None,
-                   on_done: Callable[[], None], worker: int = -1) -> None:
+                   on_done: Callable[[], None], worker: int = -1, queued: float = 0.0) -> None:
     """One prompt, or one whole chat session; a cancelled request is recorded as failed."""
     try:
         if isinstance(item, Prompt):
             record, _ = await client.stream(item.path, item.body, item.prompt_tokens)
-            record.client = worker
+            record.client, record.queued = worker, queued
             records.append(record)
             on_done()
             return
         for turn in range(item.turns):
             record, reply = await client.stream("/v1/chat/completions", chat_body(item, turn, model), 0)
-            record.client = worker
+            record.client, record.queued = worker, queued if turn == 0 else 0.0
             records.append(record)
             on_done()
             if not record.ok:
@@ -158,8 +158,10 @@ async def open_loop(client: Client, items: list, rate: float, cap: int | None, d
     async def one(item) -> None:
         if limit is None:
             return await run_item(client, item, records, model, on_done)
-        async with limit:   # client-side queueing: TTFT counts from the send, as vLLM bench does
-            await run_item(client, item, records, model, on_done)
+        arrived = time.perf_counter()
+        async with limit:   # client-side queueing: TTFT counts from the send (as vLLM bench); the wait apart
+            await run_item(client, item, records, model, on_done,
+                           queued=(time.perf_counter() - arrived) / client.scale)
 
     tasks = []
     for item in items:

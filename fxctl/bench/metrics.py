@@ -28,6 +28,7 @@ class RequestRecord:
     model_ttft: float | None = None   # the emulator's own figure (model time), when the server reports it
     model_e2el: float | None = None
     client: int = -1                  # closed loop: which client sent it
+    queued: float = 0.0               # open loop with a cap: time waiting for a free slot before sending
 
     @property
     def tpot(self) -> float | None:
@@ -125,7 +126,8 @@ def on_model_clock(record: RequestRecord) -> RequestRecord:
     if not record.ok or record.model_ttft is None or record.model_e2el is None:
         return record
     return RequestRecord(True, record.prompt_tokens, record.output_tokens, record.model_ttft, record.model_e2el,
-                         record.itl, record.error, record.model_ttft, record.model_e2el, record.client)
+                         record.itl, record.error, record.model_ttft, record.model_e2el, record.client,
+                         record.queued)
 
 
 def summarize(records: list[RequestRecord], duration_s: float, limits: list[Limit] | None = None) -> dict:
@@ -148,6 +150,7 @@ def summarize(records: list[RequestRecord], duration_s: float, limits: list[Limi
     if limits:
         good = sum(1 for r in done if meets_request_slo(r, limits))
         result["request_goodput"] = good / duration_s if duration_s > 0 else 0.0
+    result["mean_client_queue_ms"] = statistics.fmean([r.queued * 1000 for r in done]) if done else 0.0
     errors: dict[str, int] = {}
     for r in failed:
         errors[r.error[:120]] = errors.get(r.error[:120], 0) + 1

@@ -138,3 +138,13 @@ def test_itl_is_per_token_and_percentiles_interpolate():
     with pytest.raises(ValueError):
         parse_slo("ttft<=3")
     assert [str(x) for x in parse_slo("ttft_p50<=12s, tpot_p99<=200ms")] == ["ttft_p50<=12s", "tpot_p99<=0.2s"]
+
+
+def test_open_loop_cap_queues_on_the_client_and_reports_it_apart(fixed):
+    """A burst (rate far above what one slot serves) behind a cap of 1: requests wait on the client,
+    TTFT still counts from the send."""
+    r = run(LoadSpec(fixed, WorkloadSpec("long-context", 64, 64, output_tokens=2), concurrency=1, rate=1000,
+                     requests=5, time_limit_s=60, clock="model"))
+    assert r["completed"] == 5 and r["median_ttft_ms"] == pytest.approx(100)
+    # the k-th request waits for k earlier ones of about 110 ms each: mean about 2 x 110 ms
+    assert 150 <= r["mean_client_queue_ms"] <= 400
