@@ -86,6 +86,8 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
             effective = with_site_dir(settings, checked.site_dir)
         elif where.local:
             effective = with_site_dir(settings, str(Path(__file__).resolve().parents[2]))
+        if not where.local and effective.engine == "sim":  # profiles/ is not in the wheel: ship the file
+            effective = ship_profile(target, effective)
         plans = plan_instances(effective, target.name)
         started: list[tuple[InstancePlan, str]] = []
         try:
@@ -103,6 +105,14 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
         return outcome
 
     return where.each(work)
+
+
+def ship_profile(target, settings: ServeSettings) -> ServeSettings:
+    from fxctl.sim.profile import resolve_profile_path
+
+    remote = f"{settings.state_dir}/{settings.name}/profile.yaml"
+    target.upload(resolve_profile_path(settings.profile), remote)
+    return replace(settings, profile=remote)
 
 
 class PreflightFailed(FxError):

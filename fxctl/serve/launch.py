@@ -11,6 +11,7 @@ the process: if it exits first, the error carries the log's last lines.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from fxctl.remote.command import Command, script, sh
 from fxctl.serve.render import InstancePlan
 
 LOG_TAIL = 30
+# LMCache's own line when it built the plugin, or the plugin's line once its store is open
+LOADED_LINE = re.compile(r"Created backend: fxtier \(FxTierBackend\)|fxtier: L2 at ")
 STOP_WAIT_S = 15
 
 # Runs on the host with its own python3: GET each path, print one JSON line. argv: base URL, paths...
@@ -188,12 +191,12 @@ def confirm_tier(target, plan: InstancePlan) -> str:
             raise FxError(f"{target.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
                           "see fxctl serve logs; the emulator must run with --real-tier")
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
-    found = target.run(sh("grep", "-m", "1", "fxtier: L2 at", plan.log_path))
+    found = target.run(sh("grep", "-m", "2", "-E", LOADED_LINE.pattern, plan.log_path))
     if not found.ok:
-        raise FxError(f"{target.name}: {plan.unit} serves, but the log has no 'fxtier: L2 at' line: "
-                      "LMCache did not load fxctl's tier plugin", "check that fxctl imports in the serving "
+        raise FxError(f"{target.name}: {plan.unit} serves, but its log has no line saying fxctl's tier plugin "
+                      "loaded (LMCache only logs plugin failures)", "check that fxctl imports in the serving "
                       "python env (fxctl serve start runs pre-flight) and the log's LMCache warnings")
-    return found.stdout.strip()
+    return found.stdout.strip().splitlines()[-1][-160:]
 
 
 def stop_instance(target, plan: InstancePlan, mode: str) -> bool:

@@ -128,9 +128,12 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
                            f"{py} -m pip install {dist}=={good}")
             else:
                 result.add(f"python:{dist}", "ok", f"{dist} {have}")
-    local_hash = wheel.local_source_hash()
-    fresh = facts.get("fxctl_hash") == local_hash and not facts["missing"]
-    if fresh:
+    if local:
+        expected = wheel.local_source_hash()
+    else:
+        built = wheel.build_wheel()
+        expected = wheel.wheel_source_hash(built)
+    if facts.get("fxctl_hash") == expected and not facts["missing"]:
         result.add("fxctl", "ok", f"fxctl in {py} is this checkout ({facts.get('fxctl_path')})")
         return
     if local:
@@ -142,34 +145,41 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
         result.add("fxctl", "failed", f"{py}: {why}", "run without --no-install to push fxctl's wheel")
         return
     if settings.engine == "vllm":
-        install_into_env(target, settings, result, why)
+        install_into_env(target, settings, result, why, built, expected)
     else:
-        install_site(target, settings, result, why, modules)
+        install_site(target, settings, result, why, modules, built, expected)
 
 
-def install_into_env(target, settings: ServeSettings, result: Preflight, why: str) -> None:
+def install_into_env(target, settings: ServeSettings, result: Preflight, why: str, built, expected: str) -> None:
     """vLLM's env has pip: install our wheel there (no deps, no index: the host may have no network)."""
-    built = wheel.build_wheel()
     remote = f"{settings.state_dir}/wheels/{built.name}"
     target.upload(built, remote)
     res = target.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                         "--force-reinstall", remote), timeout=300)
     facts = python_facts(target, settings.python, ["fxctl.kvtier.lmcache_adapter"])
-    if res.ok and facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
+    if res.ok and facts.get("fxctl_hash") == expected and not facts.get("missing"):
         result.add("fxctl", "fixed", f"was {why}; installed {built.name} into {settings.python}")
     else:
         result.add("fxctl", "failed", f"installing {built.name} into {settings.python} failed: "
-                   f"{res.tail(3) or '; '.join(facts.get('missing', []))}",
+                   f"{res.tail(3) or '; '.join(facts.get('missing', [])) or 'installed fxctl differs'}",
                    f"{settings.python} -m pip install {remote} (its dependencies must be there)")
 
 
-def install_site(target, settings: ServeSettings, result: Preflight, why: str, modules: list[str]) -> None:
-    """Emulator hosts may have neither pip nor network: unpack fxctl + its wheels into a private site dir."""
-    site = f"{settings.state_dir}/site"
-    facts = python_facts(target, settings.python, modules, site)
-    if facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
-        result.site_dir = site
-        result.add("fxctl", "ok", f"fxctl + aiohttp in {site} (PYTHONPATH) are this checkout")
+UNPACK = ('py=$1; dest=$2; shift 2; rm -rf "$dest.new" && mkdir -p "$dest.new" || exit 1; '
+          'for w in "$@"; do "$py" -m zipfile -e "$w" "$dest.new/" || exit 1; done; '
+          'rm -rf "$dest" && mv "$dest.new" "$dest"')
+
+
+def install_site(target, settings: ServeSettings, result: Preflight, why: str, modules: list[str],
+                 built, expected: str) -> None:
+    """Emulator hosts may have neither pip nor network: unpack the wheels into private site dirs,
+    fxctl's own (replaced whenever it changes) in front of its dependencies (unpacked once per set)."""
+    own, deps = f"{settings.state_dir}/site-fxctl", f"{settings.state_dir}/site"
+    path = f"{own}:{deps}"
+    facts = python_facts(target, settings.python, modules, path)
+    if facts.get("fxctl_hash") == expected and not facts.get("missing"):
+        result.site_dir = path
+        result.add("fxctl", "ok", f"fxctl + aiohttp on PYTHONPATH {path} are this checkout")
         return
     info = target.run(sh(settings.python, "-c",
                          "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"))
@@ -177,22 +187,31 @@ def install_site(target, settings: ServeSettings, result: Preflight, why: str, m
     if not info.ok or len(parts) != 2:
         result.add("fxctl", "failed", f"cannot read the python version: {info.tail(2)}", "check serve.python")
         return
-    wheels = wheel.dependency_wheels(parts[0], parts[1])
+    wheels = [w for w in wheel.dependency_wheels(parts[0], parts[1]) if not w.name.startswith("fxctl-")]
+    stamp = f"{deps}/.fxctl-wheelhouse"
+    wanted = " ".join(sorted(w.name for w in wheels))
+    have = target.run(sh("cat", stamp)).stdout.strip()
     staging = f"{settings.state_dir}/wheelhouse"
-    target.run(sh("rm", "-rf", staging, f"{site}.new").then(sh("mkdir", "-p", staging)), check=True)
-    for item in wheels:
-        target.upload(item, f"{staging}/{item.name}")
-    unpack = ('py=$1; site=$2; shift 2; for w in "$@"; do "$py" -m zipfile -e "$w" "$site.new/" || exit 1; done; '
-              'rm -rf "$site" && mv "$site.new" "$site"')
-    res = target.run(script(unpack, settings.python, site, *[f"{staging}/{w.name}" for w in wheels]), timeout=300)
-    facts = python_facts(target, settings.python, modules, site)
-    if res.ok and facts.get("fxctl_hash") == wheel.local_source_hash() and not facts.get("missing"):
-        result.site_dir = site
-        result.add("fxctl", "fixed", f"was {why}; unpacked {len(wheels)} wheels (fxctl, aiohttp and their "
-                   f"dependencies) into {site}")
+    steps = []
+    if have != wanted:
+        target.run(sh("rm", "-rf", staging).then(sh("mkdir", "-p", staging)), check=True)
+        for item in wheels:
+            target.upload(item, f"{staging}/{item.name}")
+        steps.append(target.run(script(UNPACK, settings.python, deps, *[f"{staging}/{w.name}" for w in wheels]),
+                                timeout=300))
+        if steps[-1].ok:
+            target.write_text(stamp, wanted + "\n")
+    target.upload(built, f"{staging}/{built.name}")
+    steps.append(target.run(script(UNPACK, settings.python, own, f"{staging}/{built.name}"), timeout=120))
+    facts = python_facts(target, settings.python, modules, path)
+    failed = [s for s in steps if not s.ok]
+    if not failed and facts.get("fxctl_hash") == expected and not facts.get("missing"):
+        result.site_dir = path
+        result.add("fxctl", "fixed", f"was {why}; unpacked {built.name}" + (
+            f" and {len(wheels)} dependency wheels (aiohttp, ...)" if have != wanted else "") + f" into {path}")
     else:
-        result.add("fxctl", "failed", f"unpacking wheels into {site} failed: "
-                   f"{res.tail(3) or '; '.join(facts.get('missing', []))}",
+        detail = failed[0].tail(3) if failed else "; ".join(facts.get("missing", [])) or "fxctl there differs"
+        result.add("fxctl", "failed", f"unpacking wheels into {path} failed: {detail}",
                    f"install fxctl[sim] into {settings.python} yourself")
 
 

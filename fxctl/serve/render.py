@@ -136,6 +136,8 @@ def validate(settings: ServeSettings) -> ServeSettings:
         problems.append(f"name {settings.name!r}: lowercase letters, digits and '-', at most 40")
     if settings.engine not in ENGINES:
         problems.append(f"engine {settings.engine!r}: one of {', '.join(ENGINES)}")
+    if not (MODEL_RE.match(settings.profile) or PATH_RE.match(settings.profile)) or ".." in settings.profile:
+        problems.append(f"profile {settings.profile!r}: a name in profiles/ or an absolute YAML path")
     if not MODEL_RE.match(settings.model or ""):
         problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
     for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
@@ -146,8 +148,9 @@ def validate(settings: ServeSettings) -> ServeSettings:
             problems.append(f"{label} {value!r}: an integer from {low} to {high}")
     if not 1 <= settings.port <= 65535 - settings.instances + 1:
         problems.append(f"port {settings.port}: 1..65535 with room for {settings.instances} instance(s)")
-    for label, path in (("l2_dir", settings.l2_dir), ("state_dir", settings.state_dir),
-                        ("site_dir", settings.site_dir or "/")):
+    paths = [("l2_dir", settings.l2_dir), ("state_dir", settings.state_dir)]
+    paths += [("site_dir", p) for p in (settings.site_dir or "/").split(":")]
+    for label, path in paths:
         if not PATH_RE.match(path or "") or "/../" in f"{path}/":
             problems.append(f"{label} {path!r}: an absolute path of [A-Za-z0-9._/+-]")
     if not (PATH_RE.match(settings.python) or re.match(r"^python3(\.\d+)?$", settings.python)):

@@ -64,6 +64,25 @@ def local_source_hash() -> str:
     return h.hexdigest()
 
 
+def wheel_source_hash(wheel_path: Path) -> str:
+    """The SOURCE_HASH of the fxctl package inside a wheel (what the host reports once it is installed)."""
+    import zipfile
+
+    h = hashlib.sha256()
+    with zipfile.ZipFile(wheel_path) as zf:
+        names = [n for n in zf.namelist() if n.startswith("fxctl/") and n.endswith(SUFFIXES)]
+        entries = {n[len("fxctl/"):]: zf.read(n) for n in names}
+    # same order as os.walk sorted by directory, then files sorted within each directory
+    by_dir: dict[str, list[str]] = {}
+    for rel in entries:
+        by_dir.setdefault(rel.rsplit("/", 1)[0] if "/" in rel else "", []).append(rel)
+    for directory in sorted(by_dir, key=lambda d: str(Path("/r") / d) if d else "/r"):
+        for rel in sorted(by_dir[directory], key=lambda r: r.rsplit("/", 1)[-1]):
+            h.update(rel.encode() + b"\0")
+            h.update(entries[rel] + b"\0")
+    return h.hexdigest()
+
+
 def _walk(root: Path):
     import os
     for directory, subdirs, files in os.walk(root):

@@ -1,0 +1,92 @@
+"""Golden launch lines and LMCache configs for the shipped profiles, and what rendering refuses.
+
+Regenerate with FXCTL_UPDATE_GOLDEN=1 (then review the diff)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fxctl.errors import BadInput
+from fxctl.inventory.model import ServeSpec
+from fxctl.serve.render import KV_TRANSFER_CONFIG, plan_instances, settings_from
+from fxctl.sim.profile import PROFILE_DIR, load_profile
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serve"
+L2_DIR = "/mnt/kvtier/fxtier"
+PROFILES = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if p.stem != "fixed-delays")
+
+
+def rendered(profile: str, engine: str) -> dict:
+    settings = settings_from(load_profile(profile), engine=engine, l2_dir=L2_DIR, python="/opt/vllm/bin/python3")
+    plans = plan_instances(settings, "gpu1")
+    return {"profile": profile, "engine": engine,
+            "instances": [{"command_line": p.shell_line(), "env": p.env, "argv": list(p.argv), "port": p.port,
+                           "gpus": list(p.gpus), "config_path": p.config_path,
+                           "lmcache_yaml": p.lmcache_yaml()} for p in plans]}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sim"])
+@pytest.mark.parametrize("profile", PROFILES)
+def test_golden_launch(profile, engine):
+    path = GOLDEN / f"{profile}.{engine}.json"
+    got = rendered(profile, engine)
+    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(got, indent=2) + "\n")
+    assert got == json.loads(path.read_text()), f"{path} differs: review, then FXCTL_UPDATE_GOLDEN=1"
+
+
+def test_480b_tp4x2_two_instances_on_disjoint_gpus_and_ports():
+    got = rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm")["instances"]
+    assert [i["gpus"] for i in got] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [i["port"] for i in got] == [8000, 8001]
+    assert [i["env"]["HIP_VISIBLE_DEVICES"] for i in got] == ["0,1,2,3", "4,5,6,7"]
+    assert got[0]["env"]["CUDA_VISIBLE_DEVICES"] == got[0]["env"]["HIP_VISIBLE_DEVICES"]  # ROCm vLLM asserts equal
+    assert got[0]["config_path"] != got[1]["config_path"]
+
+
+def test_480b_tp8_line_is_the_field_facts_launch():
+    line = rendered("mi308x-qwen3-coder-480b-tp8", "vllm")["instances"][0]["command_line"]
+    assert line.startswith("LMCACHE_CONFIG_FILE=/var/lib/fxctl/serve/main/0/lmcache.yaml PYTHONHASHSEED=0 ")
+    assert line.endswith("/opt/vllm/bin/vllm serve Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 --port 8000 "
+                         "--tensor-parallel-size 8 --max-num-seqs 256 --kv-transfer-config "
+                         "'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'")
+    words = shlex.split(line)
+    assert json.loads(words[-1]) == json.loads(KV_TRANSFER_CONFIG)
+
+
+def test_lmcache_config_has_the_plugin_and_stable_hashes():
+    config = yaml.safe_load(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm")["instances"][1]["lmcache_yaml"])
+    assert config["storage_plugins"] == ["fxtier"]
+    assert config["pre_caching_hash_algorithm"] == "sha256_cbor"
+    extra = config["extra_config"]
+    assert extra["storage_plugin.fxtier.module_path"] == "fxctl.kvtier.lmcache_adapter"
+    assert extra["fxtier.l2_path"] == f"{L2_DIR}/main-1"
+    assert extra["fxtier.l2_bytes"] == 1099 * 10**9  # the profile's per-instance L2
+    assert config["max_local_cpu_size"] > 0
+
+
+def test_inventory_sizes_are_per_host_and_split_between_instances():
+    spec = ServeSpec(hosts=("gpu1",), l1_bytes=64 << 30, l2_bytes=2 << 40, l2_dir="/mnt/a/fx", port=9000)
+    settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), spec)
+    assert (settings.instances, settings.port, settings.l2_dir) == (2, 9000, "/mnt/a/fx")
+    assert settings.l1_bytes_per_instance == 32 << 30 and settings.l2_bytes_per_instance == 1 << 40
+
+
+@pytest.mark.parametrize("override", [
+    {"model": "x; rm -rf /"}, {"l2_dir": "relative/dir"}, {"l2_dir": "/mnt/$(reboot)"}, {"name": "Bad Name"},
+    {"python": "python3; id"}, {"port": 65535, "instances": 2}, {"l2_dir": "/mnt/../etc"},
+])
+def test_values_that_would_reach_a_command_are_refused(override):
+    with pytest.raises(BadInput):
+        settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), **{"l2_dir": L2_DIR, **override})
+
+
+def test_no_l2_dir_says_how_to_give_one():
+    with pytest.raises(BadInput, match="L2 directory"):
+        settings_from(load_profile("lab"))
