@@ -20,7 +20,7 @@ import aiohttp
 
 from fxctl.bench.metrics import (Limit, RequestRecord, on_model_clock, parse_counters, per_token_gaps, summarize,
                                  tier_hit_rates)
-from fxctl.bench.workloads import ChatSession, Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
+from fxctl.bench.workloads import Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
 
 JSON = {"Content-Type": "application/json"}
 Progress = Callable[[list[RequestRecord], float], None]
@@ -186,6 +186,21 @@ async def finish(tasks: list[asyncio.Task], deadline: float) -> bool:
     return bool(pending)
 
 
+async def fill_and_evict(client: Client, items: list, concurrency: int, deadline: float, model: str | None,
+                         notes: list[str]) -> dict:
+    """Cold recovery's phases 1 and 2: send every prompt (the tiers fill), then evict HBM's prefix cache
+    and L1, so that phase 3 finds the prompts' KV only in L2."""
+    started = time.perf_counter()
+    fill, cut = await closed_loop(client, items, concurrency, deadline, model, lambda: None)
+    phases = {"fill": {"completed": sum(r.ok for r in fill), "failed": sum(not r.ok for r in fill),
+                       "duration": (time.perf_counter() - started) / client.scale, "timed_out": cut},
+              "evict": {"reset_prefix_cache": await client.post("/reset_prefix_cache"),
+                        "reset_tiers_l1": await client.post("/reset_tiers", {"tiers": ["l1"]})}}
+    if phases["evict"]["reset_tiers_l1"] != 200:
+        notes.append("the server has no /reset_tiers: L1 was not evicted (HBM prefix cache was)")
+    return phases
+
+
 def make_items(spec: LoadSpec, count: int, nonce: int, model: str | None, first: int) -> list:
     if spec.workload.name == "multi-turn":
         return chat_sessions(spec.workload, count, nonce, first)
@@ -207,14 +222,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
             await closed_loop(client, warm, concurrency, deadline, model, lambda: None)
         items = make_items(spec, spec.requests, nonce, model, first=0)
         if spec.workload.name == "cold-recovery":
-            started = time.perf_counter()
-            fill, cut = await closed_loop(client, items, concurrency, deadline, model, lambda: None)
-            phases["fill"] = {"completed": sum(r.ok for r in fill), "failed": sum(not r.ok for r in fill),
-                              "duration": (time.perf_counter() - started) / client.scale, "timed_out": cut}
-            phases["evict"] = {"reset_prefix_cache": await client.post("/reset_prefix_cache"),
-                               "reset_tiers_l1": await client.post("/reset_tiers", {"tiers": ["l1"]})}
-            if phases["evict"]["reset_tiers_l1"] != 200:
-                notes.append("the server has no /reset_tiers: L1 was not evicted (HBM prefix cache was)")
+            phases = await fill_and_evict(client, items, concurrency, deadline, model, notes)
         before = await client.scrape()
         records: list[RequestRecord] = []
         started = time.perf_counter()

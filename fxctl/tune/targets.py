@@ -5,7 +5,7 @@ benchmark). Each measures one (server settings, concurrency) point and returns a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -143,14 +143,3 @@ def closed_loop(engine, prompts: list[list[int]], concurrency: int, output_token
             if queue:
                 submit()
     return done
-
-
-def with_offload(settings: dict, offload: bool) -> dict:
-    return replace_settings(settings, **{"serving.offload": offload})
-
-
-def replace_settings(settings: dict, **changes) -> dict:
-    return {**settings, **changes}
-
-
-__all__ = ["SimTarget", "TrialLoad", "UrlTarget", "VirtualTarget", "replace", "with_offload"]
