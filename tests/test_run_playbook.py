@@ -24,6 +24,7 @@ def test_paths_filters_and_reductions():
     assert measure(DATA, "verify[*].host", "count", equals="a") == 2
     assert measure(DATA, "verify[0].host") == "a"
     assert measure(DATA, "nothing.here") is None
+    assert measure({"p": [{"g": 1}, {"g": None}]}, "p[*].g", "count_set") == 1
     assert compare(12.0, ">=", 10) and not compare(None, ">=", 0) and not compare("x", ">", 1)
 
 

@@ -21,6 +21,7 @@ REDUCERS = {
     "sum": lambda xs: sum(xs),
     "mean": lambda xs: statistics.fmean(xs) if xs else None,
     "count": len,
+    "count_set": lambda xs: sum(1 for x in xs if x is not None),
     "all": lambda xs: bool(xs) and all(xs),
     "any": any,
 }

@@ -99,6 +99,35 @@ def substitute(text: str, variables: dict, where: str) -> str:
     return VAR.sub(one, text)
 
 
+def coerce(value: Any) -> Any:
+    """A threshold written as '${var}' becomes a number or boolean again after substitution."""
+    if not isinstance(value, str):
+        return value
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def resolve_variables(variables: dict, where: str) -> dict:
+    """Variables may use each other and the built-ins (${run_dir}); resolve until stable."""
+    resolved = {k: str(v) if not isinstance(v, str) else v for k, v in variables.items()}
+    for _ in range(len(resolved) + 1):
+        changed = False
+        for key, value in resolved.items():
+            new = substitute(value, resolved, f"{where}: vars.{key}") if VAR.search(value) else value
+            changed |= new != value
+            resolved[key] = new
+        if not changed:
+            return resolved
+    raise BadInput(f"{where}: variables refer to each other in a cycle")
+
+
 def load_playbook(path: Path, overrides: dict[str, str] | None = None, builtins: dict | None = None) -> Playbook:
     try:
         doc = load_yaml_file(path)
@@ -113,7 +142,8 @@ def load_playbook(path: Path, overrides: dict[str, str] | None = None, builtins:
     if problems:
         raise BadInput(f"{path}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems),
                        "fix the playbook; see playbooks/ for examples")
-    return build(path, doc, {**(builtins or {}), **doc.data.get("vars", {}), **(overrides or {})})
+    variables = resolve_variables({**(builtins or {}), **doc.data.get("vars", {}), **(overrides or {})}, str(path))
+    return build(path, doc, variables)
 
 
 def build(path: Path, doc: Document, variables: dict) -> Playbook:
@@ -121,8 +151,10 @@ def build(path: Path, doc: Document, variables: dict) -> Playbook:
     for index, raw in enumerate(doc.data["stages"]):
         where = f"{path}:{doc.line_of(('stages', index))}: stage {raw['name']}"
         gate = raw.get("gate") or {}
-        checks = tuple(Check(measure=c["measure"], path=c["path"], op=c["op"], value=c["value"],
-                             reduce=c.get("reduce", "first"), equals=c.get("equals"), unit=c.get("unit", ""))
+        sub = lambda v: coerce(substitute(v, variables, where)) if isinstance(v, str) else v  # noqa: E731
+        checks = tuple(Check(measure=substitute(c["measure"], variables, where),
+                             path=substitute(c["path"], variables, where), op=c["op"], value=sub(c["value"]),
+                             reduce=c.get("reduce", "first"), equals=sub(c.get("equals")), unit=c.get("unit", ""))
                        for c in gate.get("checks", []))
         stages.append(Stage(
             name=raw["name"], argv=tuple(substitute(str(a), variables, where) for a in raw["fxctl"]),
