@@ -87,10 +87,15 @@ def test_tune_over_http_writes_every_output_and_resumes_without_repeating(tmp_pa
     assert again["best"] == summary["best"]
 
     # a run cut short (one trial file missing, as after Ctrl-C) measures only what is missing
+    # (measured again, the missing point may come out a little different and lead the search elsewhere,
+    # but no finished trial is measured again)
     victim = sorted((run_dir / "trials").glob("max_num_seqs=64__search__*.json"))[-1]
     victim.unlink()
+    kept = {p: p.stat().st_mtime_ns for p in (run_dir / "trials").glob("*.json")}
     partial, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
-    assert partial["trials_measured_now"] == 1 and partial["trials_resumed"] == len(trials) - 1
+    assert partial["trials_resumed"] == len(kept) == len(trials) - 1
+    assert victim.exists() and partial["trials_measured_now"] >= 1
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in kept.items())
 
 
 def test_tune_refuses_bad_input(tmp_path):
