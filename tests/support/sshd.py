@@ -66,7 +66,7 @@ def start_sshd(folder: Path, name: str, client_pub: Path, host_key: Path | None 
         f"AuthorizedKeysFile {auth}\nStrictModes no\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100:30:200\n"
         "MaxSessions 50\nSubsystem sftp internal-sftp\nPrintLastLog no\nPrintMotd no\nUseDNS no\n")
-    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([SSHD, "-D", "-e", "-r", "-f", str(config)], stdout=subprocess.DEVNULL,
                                stderr=open(folder / "sshd.log", "w"))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
