@@ -38,8 +38,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--requests-per-client", default=4, show_default=True, type=click.IntRange(1, 100))
 @click.option("--prompt-tokens", default=None, help="MIN-MAX prompt tokens (default: the profile's calibration).")
 @click.option("--output-tokens", default=None, type=click.IntRange(1))
-@click.option("--time-scale", default=0.005, show_default=True, type=click.FloatRange(min=0),
-              help="sim: wall seconds per model second.")
+@click.option("--time-scale", default=None, type=click.FloatRange(min=0),
+              help="Wall seconds per model second: the emulator's (sim; default 0.005), or what measured times "
+                   "are divided by (url; default 1).")
 @click.option("--clock", type=click.Choice(["model", "wall"]), default=None,
               help="Latencies from the emulator's model time (default for sim) or the client's wall clock "
                    "divided by the time scale (default for url).")
@@ -80,7 +81,8 @@ def command(app, target, profile, url, workload, slo, params, baseline, full, co
             low, high = int(low_text), int(high_text or low_text)
         options = TuneOptions(slo=slo, target=target, profile=profile, url=url, workload=workload,
                               params=list(params), baseline=baseline, grid=full, concurrencies=_ints(concurrencies),
-                              start=start, requests_per_client=requests_per_client, time_scale=time_scale,
+                              start=start, requests_per_client=requests_per_client,
+                              time_scale=time_scale if time_scale is not None else (1.0 if target == "url" else 0.005),
                               clock=clock or ("wall" if target == "url" else "model"), min_tokens=low,
                               max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit)
     summary = tune(options, run_dir=run_dir, resume=resume)

@@ -147,3 +147,19 @@ def processes_naming(path) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def test_tune_a_running_server_by_url_on_the_wall_clock(tmp_path):
+    """--target url: load only, the client's wall clock; fixed delays make TTFT grow with concurrency
+    (a request arriving during another's 100 ms prefill step waits for the next one)."""
+    from fxctl.tune.server import ServerProcess, sim_argv
+
+    with ServerProcess(sim_argv("fixed-delays", 1.0)) as server:
+        summary, _ = tune(["--target", "url", "--url", server.url, "--workload", "long-context", "--prompt-tokens",
+                           "64", "--output-tokens", "8", "--requests-per-client", "2", "--concurrency", "1,2,4,8",
+                           "--start", "1", "--slo", "ttft_p50<=10s"], tmp_path / "url")
+    assert summary["clock"] == "wall"
+    search = [t for t in summary["trials"] if t["kind"] == "search"]
+    assert [t["concurrency"] for t in search] == [1, 2, 4, 8]       # the SLO holds all the way up
+    assert summary["best"]["concurrency"] == 8
+    assert search[0]["median_ttft_ms"] >= 100 and search[-1]["output_throughput"] > 3 * search[0]["output_throughput"]
