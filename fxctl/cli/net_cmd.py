@@ -68,8 +68,8 @@ def render_apply(app, result, journal) -> None:
                + (" (--strict: failure)" if unsupported and result.strict else "")
                + (f"; FAILED on {', '.join(failed)}" if failed else "; all hosts ok") + f"; journal: {journal.path}")
     for report in result.reports:
-        if report.error:
-            click.echo(f"{report.host}: {report.error}" + (f"\n  hint: {report.hint}" if report.hint else ""))
+        if report.hint:
+            click.echo(f"{report.host}: {report.error}\n  hint: {report.hint}")
 
 
 @command.command(name="verify")

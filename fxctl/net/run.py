@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fxctl.engine.apply import HostReport, Status, converge, exit_code_for
+from fxctl.engine.apply import HostReport, Status, StepReport, converge, exit_code_for
 from fxctl.engine.fact import gather_facts
 from fxctl.errors import ExitCode
 from fxctl.facts.net import NicDriver, RdmaLinks
@@ -88,6 +88,7 @@ def mark_unsupported(report: HostReport, strict: bool) -> HostReport:
         report.status = Status.FAILED
         report.error = f"--strict: {len(items)} item(s) unsupported: " + ", ".join(s.step for s in items)
         report.hint = "this NIC (or its tools) cannot do them; drop --strict to accept that"
+        report.steps.append(StepReport("--strict", Status.FAILED, report.error))
     return report
 
 
