@@ -1,0 +1,116 @@
+"""`fxctl serve --engine sim` on a lab guest, through the real CLI: fxctl and its dependency wheels pushed to
+a guest without pip or network, the emulator as a systemd transient unit with its real tier on the
+provisioned XFS mount, an OpenAI client streaming through an SSH port forward, status, logs, restart, and
+stop leaving no process behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+import yaml
+
+from fxctl.lab.access import guest_host
+from fxctl.remote.command import script, sh
+from fxctl.remote.session import open_session
+from tests.lab.conftest import fxctl
+
+pytestmark = pytest.mark.lab
+PORT = 8177
+NAME = "labtest"
+START_TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def inventory(lab, tmp_path_factory):
+    result = fxctl("lab", "inventory", "--name", lab.name)
+    assert result.returncode == 0, result.stderr
+    path = tmp_path_factory.mktemp("serve") / "lab.yaml"
+    data = yaml.safe_load(result.stdout)
+    data["serve"] = {"hosts": ["initiator1"], "profile": "lab", "engine": "sim", "port": PORT,
+                     "l2_size": "512MiB", "l2_dir": "/mnt/kvtier/fxtier"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    initiator = lab.guests("initiator")[0]
+    if not lab.run(initiator, sh("findmnt", "/mnt/kvtier")).ok:  # a fresh lab: build the array first
+        done = fxctl("-i", str(path), "provision", timeout=900)
+        assert done.returncode == 0, done.stderr + done.stdout
+    yield path
+    fxctl("-i", str(path), "serve", "stop", "--name", NAME, timeout=120)
+
+
+class Forward:
+    """A local port forwarded to the guest's 127.0.0.1:port through paramiko direct-tcpip channels."""
+
+    def __init__(self, transport, port: int):
+        self.transport, self.port = transport, port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.local_port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            channel = self.transport.open_channel("direct-tcpip", ("127.0.0.1", self.port), ("127.0.0.1", 0))
+            for src, dst in ((client, channel), (channel, client)):
+                threading.Thread(target=self.pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except (OSError, EOFError):
+            pass
+        finally:
+            for end in (src, dst):
+                try:
+                    end.close()
+                except (OSError, EOFError):  # the SSH transport may be gone already
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(lab, inventory):
+    openai = pytest.importorskip("openai")
+    inv = str(inventory)
+    started = fxctl("-i", inv, "serve", "start", "--name", NAME, "--time-scale", "0.01", timeout=START_TIMEOUT)
+    assert started.returncode == 0, started.stderr + started.stdout
+    assert "systemd" in started.stdout and "real tier store at /mnt/kvtier/fxtier/labtest-0" in started.stdout
+    assert "/dev/md" in started.stdout  # pre-flight saw the md array under the L2 directory
+
+    status = json.loads(fxctl("-i", inv, "-o", "json", "serve", "status", "--name", NAME).stdout)["instances"]
+    assert [(s["host"], s["unit"], s["state"], s["mode"]) for s in status] == [
+        ("initiator1", f"fxctl-serve-{NAME}-0", "ready", "systemd")]
+
+    initiator = lab.guests("initiator")[0]
+    with open_session(guest_host(lab.state, initiator)) as session:
+        session.connection.open()
+        forward = Forward(session.connection.client.get_transport(), PORT)
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{forward.local_port}/v1", api_key="none")
+            pieces = [c.choices[0].text for c in client.completions.create(
+                model="fxctl-sim/lab-0.5b", prompt="fxctl " * 300, max_tokens=12, stream=True) if c.choices]
+            assert len([p for p in pieces if p]) >= 2, pieces  # tokens arrived as a stream
+        finally:
+            forward.close()
+
+    logs = fxctl("-i", inv, "serve", "logs", "--name", NAME)
+    assert logs.returncode == 0 and f"listening on http://127.0.0.1:{PORT}" in logs.stdout
+    restarted = fxctl("-i", inv, "serve", "restart", "--name", NAME, timeout=START_TIMEOUT)
+    assert restarted.returncode == 0, restarted.stderr + restarted.stdout
+
+    stopped = fxctl("-i", inv, "-o", "json", "serve", "stop", "--name", NAME, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["stopped"][0]["was_running"] is True
+    left = lab.run(initiator, script(f'ps -eo pid=,args= | grep -F -- "--port {PORT}" | grep -v grep; '
+                                     f'systemctl is-active fxctl-serve-{NAME}-0; true'))
+    assert "sim serve" not in left.stdout and left.stdout.strip().splitlines()[-1] in ("inactive", "unknown")
+    status = json.loads(fxctl("-i", inv, "-o", "json", "serve", "status", "--name", NAME).stdout)["instances"]
+    assert status[0]["state"] == "stopped"
