@@ -42,6 +42,7 @@ class LoadSpec:
     request_timeout_s: float = 600.0
     seed: int = 0
     clock: str = "wall"                  # "model": the emulator's own TTFT/E2EL and model-time duration
+    reset_caches: bool = False           # first empty HBM's prefix cache and L1/L2 (between tuning trials)
 
 
 class Client:
@@ -217,6 +218,9 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         concurrency = spec.concurrency or 8
         notes: list[str] = []
         phases: dict[str, dict] = {}
+        if spec.reset_caches:
+            phases["reset"] = {"reset_prefix_cache": await client.post("/reset_prefix_cache"),
+                               "reset_tiers": await client.post("/reset_tiers", {"tiers": ["l1", "l2"]})}
         if spec.warmup:
             warm = make_items(spec, spec.warmup, nonce, model, first=1 << 20)
             await closed_loop(client, warm, concurrency, deadline, model, lambda: None)

@@ -88,11 +88,12 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
 @click.option("--clock", type=click.Choice(["wall", "model"]), default="wall", show_default=True,
               help="model: latencies and duration from the emulator's own model time (fxctl sim only).")
 @click.option("--model", default=None, help="Model name to send (default: the server's first model).")
+@click.option("--reset-caches", is_flag=True, help="First POST /reset_prefix_cache and /reset_tiers (L1, L2).")
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result JSON here.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, result_file):
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, result_file):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
     \b
@@ -113,7 +114,7 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
         raise BadInput(str(exc), "see fxctl bench serve --help") from exc
     result = run_load(LoadSpec(url, spec, concurrency=concurrency if rate else (concurrency or 8), rate=rate,
                                requests=num_prompts, warmup=warmup, time_limit_s=time_limit, time_scale=time_scale,
-                               model=model, slo=limits, clock=clock))
+                               model=model, slo=limits, clock=clock, reset_caches=reset_caches))
     if result_file:
         result_file.write_text(dumps(result, "json"))
     emit(result, app.output_format if app else "table", rows=serve_rows(result),

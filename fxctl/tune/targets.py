@@ -74,7 +74,8 @@ class UrlTarget:
 
 def load_spec(url: str, concurrency: int, load: TrialLoad) -> LoadSpec:
     return LoadSpec(url, load.workload, concurrency=concurrency, requests=concurrency * load.requests_per_client,
-                    time_limit_s=load.time_limit_s, time_scale=load.time_scale, slo=load.slo, clock=load.clock)
+                    time_limit_s=load.time_limit_s, time_scale=load.time_scale, slo=load.slo, clock=load.clock,
+                    reset_caches=True)
 
 
 class VirtualTarget:

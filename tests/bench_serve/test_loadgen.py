@@ -98,7 +98,8 @@ def test_multi_turn_sends_growing_history_that_hits_the_prefix_cache(lab):
 
 def test_cold_recovery_fills_evicts_and_measures_from_l2(lab):
     r = run(LoadSpec(lab, short("cold-recovery", min_tokens=2048, max_tokens=2048), concurrency=4, requests=8,
-                     time_scale=0.01, clock="model"))
+                     time_scale=0.01, clock="model", reset_caches=True))
+    assert r["phases"]["reset"] == {"reset_prefix_cache": 200, "reset_tiers": 200}
     assert r["phases"]["fill"]["completed"] == 8
     assert r["phases"]["evict"] == {"reset_prefix_cache": 200, "reset_tiers_l1": 200}
     hits = r["tier_hits"]
