@@ -226,7 +226,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
             await closed_loop(client, warm, concurrency, deadline, model, lambda: None)
         items = make_items(spec, spec.requests, nonce, model, first=0)
         if spec.workload.name == "cold-recovery":
-            phases = await fill_and_evict(client, items, concurrency, deadline, model, notes)
+            phases.update(await fill_and_evict(client, items, concurrency, deadline, model, notes))
         before = await client.scrape()
         records: list[RequestRecord] = []
         started = time.perf_counter()
