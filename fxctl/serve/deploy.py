@@ -117,8 +117,10 @@ def ship_profile(target, settings: ServeSettings) -> ServeSettings:
 
 class PreflightFailed(FxError):
     def __init__(self, outcome: HostStart, failed: list[Check]):
-        lines = "; ".join(f"{c.check}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "") for c in failed)
-        super().__init__(f"pre-flight failed: {lines}", failed[0].fix or None)
+        lines = "".join(f"\n  {c.host}: {c.check}: {c.detail}" + (f"\n    fix: {c.fix}" if c.fix else "")
+                        for c in failed)
+        super().__init__(f"pre-flight failed ({len(failed)} check(s)):{lines}", "fix each, then start again "
+                         "(--skip-preflight launches anyway)")
         self.outcome = outcome
 
 

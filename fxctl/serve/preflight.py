@@ -128,6 +128,8 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
                            f"{py} -m pip install {dist}=={good}")
             else:
                 result.add(f"python:{dist}", "ok", f"{dist} {have}")
+    # vllm and lmcache themselves are the version checks' business; this check is about fxctl
+    facts["missing"] = [m for m in facts["missing"] if not m.startswith(("vllm:", "lmcache:"))]
     if local:
         expected = wheel.local_source_hash()
     else:
@@ -218,6 +220,14 @@ def install_site(target, settings: ServeSettings, result: Preflight, why: str, m
 GPU_TOOLS = {"cuda": sh("nvidia-smi", "-L"), "rocm": sh("rocm-smi", "--showid", "--csv")}
 
 
+def count_gpus(vendor: str, stdout: str) -> int:
+    """GPUs in `nvidia-smi -L` (lines "GPU 0: NVIDIA H200 (UUID: ...)") or `rocm-smi --showid --csv`
+    (a header, then one "card<N>,..." row per GPU) output."""
+    if vendor == "cuda":
+        return sum(1 for line in stdout.splitlines() if line.startswith("GPU "))
+    return sum(1 for line in stdout.splitlines() if line.strip().startswith("card"))
+
+
 def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
     if settings.engine == "sim":
         result.add("gpus", "ok", "emulator: no GPU needed")
@@ -233,10 +243,7 @@ def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
         result.add("gpus", "failed", f"`{tool}` failed: {res.tail(2) or 'not found'}: no GPUs visible",
                    f"install the {settings.gpu_vendor} driver and tools, or use --engine sim")
         return
-    if settings.gpu_vendor == "cuda":
-        count = sum(1 for line in res.stdout.splitlines() if line.startswith("GPU "))
-    else:
-        count = sum(1 for line in res.stdout.splitlines() if line.strip().startswith("card"))
+    count = count_gpus(settings.gpu_vendor, res.stdout)
     status = "ok" if count >= need else "failed"
     result.add("gpus", status, f"{count} GPU(s), layout needs {need} ({settings.instances} x TP"
                f"{settings.tensor_parallel})", "" if status == "ok" else "change tensor_parallel/instances")

@@ -8,7 +8,9 @@ checkout. Freshness is a hash of the package's source files, computed the same w
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -103,8 +105,14 @@ def build_wheel() -> Path:
     if found:
         return found[0]
     out.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "-q", "-w", str(out), str(REPO)], capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:  # a clean copy: no stale build/ in the checkout leaks in
+        source = Path(tmp) / "src"
+        shutil.copytree(PACKAGE, source / "fxctl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (REPO / name).exists():
+                shutil.copy(REPO / name, source / name)
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                               "-q", "-w", str(out), str(source)], capture_output=True, text=True)
     found = sorted(out.glob("fxctl-*.whl"))
     if done.returncode != 0 or not found:
         raise FxError(f"pip wheel of {REPO} failed: {(done.stderr or done.stdout).strip()[-500:]}",
@@ -120,7 +128,8 @@ def dependency_wheels(python_version: str, machine: str, extras: str = "sim") ->
     if machine not in ("x86_64", "aarch64"):
         raise FxError(f"no wheels for machine {machine!r}", "install fxctl's dependencies on the host yourself")
     wheel = build_wheel()
-    out = cache_dir() / f"wheelhouse-cp{python_version.replace('.', '')}-{machine}-{wheel.parent.name}"
+    deps_key = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]  # the dependency list
+    out = cache_dir() / f"wheelhouse-cp{python_version.replace('.', '')}-{machine}-{deps_key}"
     marker = out / ".complete"
     if not marker.exists():
         out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,45 @@
+"""Pre-flight on this machine, for real: each failure names host, check and fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from fxctl.serve.preflight import count_gpus
+
+REPO = Path(__file__).resolve().parents[2]
+
+NVIDIA_SMI_L = """GPU 0: NVIDIA H200 (UUID: GPU-5d1e6c8a-2f0b-4c1e-9a51-1f7e0c3b2a10)
+GPU 1: NVIDIA H200 (UUID: GPU-8a0f3b2c-6d4e-4f1a-b2c3-9e8d7c6b5a40)
+"""
+ROCM_SMI_SHOWID_CSV = """device,Device Name,Device ID,Device Rev,Subsystem ID,GUID
+card0,AMD Instinct MI308X,0x74a2,0x00,0x74a2,28851
+card1,AMD Instinct MI308X,0x74a2,0x00,0x74a2,51499
+card2,AMD Instinct MI308X,0x74a2,0x00,0x74a2,57603
+card3,AMD Instinct MI308X,0x74a2,0x00,0x74a2,22683
+"""
+
+
+def test_gpu_counts_from_the_vendor_tools():
+    assert count_gpus("cuda", NVIDIA_SMI_L) == 2
+    assert count_gpus("rocm", ROCM_SMI_SHOWID_CSV) == 4
+    assert count_gpus("cuda", "") == 0
+
+
+def test_vllm_preflight_on_a_plain_disk_names_host_check_and_fix(tmp_path):
+    env = {**os.environ, "FXCTL_SERVE_STATE": str(tmp_path / "state")}
+    env.pop("FXCTL_INVENTORY", None)
+    res = subprocess.run([sys.executable, "-m", "fxctl", "serve", "start", "--profile", "h200-70b", "--local",
+                          "--l2-dir", str(tmp_path / "l2"), "--l1-size", "1GiB", "--l2-size", "1GiB"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 1
+    assert "pre-flight failed" in res.stderr
+    assert f"local: mount: {tmp_path / 'l2'} is on" in res.stderr and "not an md array" in res.stderr
+    assert "fix: put serve.l2_dir on the provisioned array's mount" in res.stderr
+    if shutil.which("nvidia-smi") is None:
+        assert "local: gpus: `nvidia-smi -L` failed" in res.stderr and "fix: install the cuda driver" in res.stderr
+    # nothing was launched
+    assert not (tmp_path / "state" / "main").exists()
