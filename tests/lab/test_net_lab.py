@@ -58,7 +58,9 @@ def test_soft_roce_is_created_where_no_rdma_device_is_bound(lab, inventory, tmp_
     """A fresh netdev (the management one, at its own MTU) gets an rxe device from `net apply`."""
     guest = lab.guests("initiator")[0]
     lab.run(guest, sh("rdma", "link", "delete", TEST_DEVICE))
-    mgmt = on(lab, guest, "ip -j route show default | python3 -c 'import json,sys; print(json.load(sys.stdin)[0][\"dev\"])'")
+    mgmt = on(lab, guest, 'for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && echo "${d##*/}"; done; true',
+              guest.mgmt_mac)
+    assert mgmt and mgmt != "eth1", mgmt
     mtu = int(on(lab, guest, 'cat "/sys/class/net/$1/mtu"', mgmt))
     data = yaml.safe_load(inventory.read_text())
     data["network"]["mtu"] = mtu
@@ -153,6 +155,9 @@ def test_boot_script_reapplies_the_state(lab, inventory):
     assert result.ok, result.stderr
     assert "fxctl-net: applied /etc/fxctl/net.json" in result.stdout
     assert "(skipped)" in result.stderr    # PFC & co. on virtio: logged, not fatal
+    unit = lab.run(guest, script("systemctl restart fxctl-net.service && systemctl is-active fxctl-net.service"),
+                   timeout=120)
+    assert unit.ok and unit.stdout.strip() == "active", unit.stdout + unit.stderr
     code, data, raw = net(inventory, "apply", "--check")
     assert code == 0 and changed(data) == [], raw.stdout
 
