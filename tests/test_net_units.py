@@ -135,3 +135,41 @@ def test_boot_script_and_unit_are_installed_as_written():
     unit = data.text("fxctl-net.service")
     assert f"ExecStart=/usr/bin/python3 {SCRIPT_PATH} {CONFIG_PATH}" in unit
     assert "Before=network-online.target fxctl-nvmet.service" in unit
+
+
+def run_main(args, monkeypatch, capsys):
+    from fxctl.cli import main
+
+    monkeypatch.delenv("FXCTL_INVENTORY", raising=False)
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("subcommand", [["apply"], ["verify"], ["bench", "a", "b"]])
+def test_cli_without_a_network_section_is_bad_input(subcommand, tmp_path, monkeypatch, capsys):
+    path = tmp_path / "inv.yaml"
+    path.write_text("version: 1\nhosts:\n  a: {address: 127.0.0.1}\n  b: {address: 127.0.0.2}\n")
+    code, _, err = run_main(["-i", str(path), "net", *subcommand], monkeypatch, capsys)
+    assert code == ExitCode.BAD_INPUT
+    assert "has no network: section" in err
+
+
+def test_cli_bench_refuses_a_host_outside_the_network(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY + "  # end\n")
+    code, _, err = run_main(["-i", str(path), "net", "bench", "a", "a"], monkeypatch, capsys)
+    assert code == ExitCode.BAD_INPUT and "two different hosts" in err
+
+
+def test_check_table_says_how_many_commands_a_pending_step_would_run():
+    from fxctl.cli.net_cmd import apply_rows
+
+    pending = HostReport("a", Status.PENDING, [StepReport("eth1: mtu", Status.PENDING, "", ["ip link set dev eth1 mtu 9000"]),
+                                               StepReport("eth1: up", Status.OK, "eth1 is up")])
+    failed = HostReport("b", Status.FAILED, error="cannot connect")
+    rows = apply_rows([pending, failed], verbose=0)
+    assert rows[0] == ["a", "eth1: mtu", "pending", "1 command(s) (-v shows them)"]
+    assert rows[1] == ["a", "eth1: up", "ok", "eth1 is up"]
+    assert rows[2] == ["b", "-", "failed", "cannot connect"]

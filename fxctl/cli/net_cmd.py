@@ -52,6 +52,19 @@ def apply_command(app, check, strict, hosts):
         raise click.exceptions.Exit(code)
 
 
+def apply_rows(reports, verbose: int) -> list[list[str]]:
+    """The engine's summary rows; a step pending under --check says how many commands it would run."""
+    rows = summary_rows(reports, verbose)
+    pending = iter([s for r in reports for s in r.steps])
+    out = []
+    for row in rows:
+        step = next(pending, None) if row[1] not in ("-", "(verify)") else None
+        if step is not None and step.status == Status.PENDING and not verbose:
+            row = [*row[:3], f"{len(step.commands)} command(s) (-v shows them)"]
+        out.append(row)
+    return out
+
+
 def render_apply(app, result, journal) -> None:
     data = {"action": "net apply", "check": result.check, "strict": result.strict, "journal": str(journal.path),
             "hosts": result.reports,
@@ -59,7 +72,7 @@ def render_apply(app, result, journal) -> None:
     if app.output_format != "table":
         emit(data, app.output_format)
         return
-    click.echo(table(summary_rows(result.reports, app.verbose), ["host", "step", "status", "detail"]))
+    click.echo(table(apply_rows(result.reports, app.verbose), ["host", "step", "status", "detail"]))
     changed = sum(1 for r in result.reports for s in r.steps if s.status in (Status.CHANGED, Status.PENDING))
     failed = [r.host for r in result.reports if r.status == Status.FAILED]
     unsupported = result.unsupported()

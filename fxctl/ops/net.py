@@ -91,9 +91,7 @@ def ensure_soft_roce(netdev: str, device: str, links: list[dict] | None) -> Oper
 
 def ensure_roce_defaults(device: str, port: int, tos: int, current: dict | None) -> Operation:
     """RDMA-CM uses RoCE v2 and the ToS (DSCP << 2 | ECN) by default for this device's port."""
-    if current is None:
-        return unsupported("rdma_cm configfs is not available (/sys/kernel/config/rdma_cm)")
-    now = (current.get(device) or {}).get(str(port)) or {}
+    now = ((current or {}).get(device) or {}).get(str(port)) or {}
     folder = f"{RDMA_CM}/{device}"
     commands = []
     if now.get("mode") != ROCE_V2:
@@ -102,6 +100,8 @@ def ensure_roce_defaults(device: str, port: int, tos: int, current: dict | None)
         commands.append(write_value(tos, f"{folder}/ports/{port}/default_roce_tos"))
     if not commands:
         return f"{device}/{port}: {ROCE_V2}, tos {tos}"
+    if current is None:  # rdma_cm's configfs appears with the module (configfs itself must be mounted)
+        yield sh("modprobe", "rdma_cm")
     yield sh("mkdir", "-p", folder)
     yield from commands
     return None
