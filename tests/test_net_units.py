@@ -66,6 +66,9 @@ def test_interfaces_resolve_from_rdma_links():
     existing = resolve_interfaces([InterfaceSpec("a", netdev="eth1", soft_roce=True)],
                                   [{"device": "rxe7", "port": 1, "state": "ACTIVE", "netdev": "eth1"}])
     assert existing[0].rdma_device == "rxe7"  # one bound already: that one, no second rxe
+    named = resolve_interfaces([InterfaceSpec("a", netdev="eth1", rdma_device="rxe0", soft_roce=True)],
+                               [{"device": "rxe7", "port": 1, "state": "ACTIVE", "netdev": "eth1"}])
+    assert named[0].rdma_device == "rxe7"
 
 
 def report(*steps) -> HostReport:
@@ -99,6 +102,10 @@ def test_verify_row_from_the_lab_probe():
     assert (row["ok"], row["port"], row["gid_index"], row["active_mtu"]) == (True, "rxe0/1", 1, 4096)
     wrong = check_interface("target1", spec, probe["ports"], 1500)
     assert not wrong["ok"] and "active_mtu 4096, want 1024" in wrong["detail"]
+    renamed = InterfaceSpec("target1", netdev="eth1", rdma_device="rxe5", address="10.99.0.1/24", soft_roce=True)
+    assert check_interface("target1", renamed, probe["ports"], 9000)["ok"]
+    other = InterfaceSpec("target1", netdev="eth1", rdma_device="mlx5_0", address="10.99.0.1/24")
+    assert "the inventory names mlx5_0" in check_interface("target1", other, probe["ports"], 9000)["detail"]
     missing = check_interface("target1", InterfaceSpec("target1", netdev="eth2"), probe["ports"], 9000)
     assert not missing["ok"] and "no RDMA port on eth2" in missing["detail"]
 

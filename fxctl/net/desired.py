@@ -67,8 +67,10 @@ def resolve_interfaces(specs: list[InterfaceSpec], links: list[dict] | None) -> 
         if not spec.netdev:
             bound = [link["netdev"] for link in links if link["device"] == spec.rdma_device and link["netdev"]]
             spec = replace(spec, netdev=bound[0] if bound else None)
+        bound = [link["device"] for link in links if link["netdev"] == spec.netdev]
+        if spec.soft_roce and bound and spec.rdma_device not in bound:
+            spec = replace(spec, rdma_device=bound[0])  # an RDMA device on the netdev already: that one counts
         if not spec.rdma_device:
-            bound = [link["device"] for link in links if link["netdev"] == spec.netdev]
             if bound:
                 spec = replace(spec, rdma_device=bound[0])
             elif spec.soft_roce:

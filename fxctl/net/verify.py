@@ -46,11 +46,11 @@ def run_probe(session) -> dict:
 
 
 def find_port(ports: list[dict], spec: InterfaceSpec) -> dict | None:
-    for port in ports:
-        if (spec.rdma_device and port["device"] == spec.rdma_device) or \
-                (not spec.rdma_device and spec.netdev and port["netdev"] == spec.netdev):
-            return port
-    return None
+    """The port of the interface's RDMA device, else the one bound to its netdev (a Soft-RoCE device
+    created under another name counts, as apply treats it)."""
+    by_device = [p for p in ports if spec.rdma_device and p["device"] == spec.rdma_device]
+    by_netdev = [p for p in ports if spec.netdev and p["netdev"] == spec.netdev]
+    return (by_device or by_netdev or [None])[0]
 
 
 def check_interface(host: str, spec: InterfaceSpec, ports: list[dict], mtu: int) -> dict:
@@ -71,6 +71,8 @@ def check_interface(host: str, spec: InterfaceSpec, ports: list[dict], mtu: int)
         problems.append(f"link layer {port['link_layer']}, want Ethernet (RoCE)")
     if spec.netdev and port["netdev"] != spec.netdev:
         problems.append(f"bound to {port['netdev']}, want {spec.netdev}")
+    if spec.rdma_device and port["device"] != spec.rdma_device and not spec.soft_roce:
+        problems.append(f"{spec.netdev} has RDMA device {port['device']}, the inventory names {spec.rdma_device}")
     gid = None
     if spec.address:
         gid = next((g for g in port["gids"] if g["type"] == "RoCE v2" and gid_matches(g["gid"], spec.address)), None)
