@@ -262,3 +262,40 @@ def restart_command(app, name, hosts, local, ready_timeout):
 
     where, _ = resolve_where(app, hosts, local)
     render_start(app, deploy.restart(where, state_dir_for(where), name, ready_timeout=ready_timeout))
+
+
+@command.command("forward", help="""Forward a local port to an instance on a host (bound to its 127.0.0.1)
+through fxctl's SSH connection, until Ctrl-C: point an OpenAI client at http://127.0.0.1:LOCAL/v1.""")
+@click.option("--host", required=True, help="Inventory host that runs the instance.")
+@click.option("--name", default="main", show_default=True, help="Deployment name.")
+@click.option("--index", type=click.IntRange(0, 63), default=0, show_default=True, help="Instance number.")
+@click.option("--local-port", type=click.IntRange(0, 65535), default=None,
+              help="Local port (default: the instance's port; 0: any free one).")
+@click.pass_obj
+def forward_command(app, host, name, index, local_port):
+    import sys
+    import time
+
+    from fxctl.remote.session import open_session
+    from fxctl.serve.forward import PortForward
+    from fxctl.serve.launch import saved_plans
+    from fxctl.serve.render import REMOTE_STATE
+    from fxctl.serve.target import RemoteTarget
+
+    where, _ = resolve_where(app, (host,), False)
+    with open_session(where.hosts[0]) as session:
+        plans = [p for p, _ in saved_plans(RemoteTarget(session), REMOTE_STATE, name) if p.index == index]
+        if not plans:
+            raise BadInput(f"{host}: no instance {index} of deployment {name!r}", "fxctl serve status")
+        session.connection.open()
+        fwd = PortForward(session.connection.client.get_transport(), plans[0].port,
+                          plans[0].port if local_port is None else local_port)
+        emit({"local": f"http://127.0.0.1:{fwd.local_port}", "host": host, "remote_port": plans[0].port},
+             app.output_format, text=f"forwarding http://127.0.0.1:{fwd.local_port} -> {host}:127.0.0.1:"
+             f"{plans[0].port} ({plans[0].unit}); Ctrl-C to stop")
+        sys.stdout.flush()  # a script reading the address through a pipe gets it now
+        try:
+            while fwd.thread.is_alive() and session.connection.is_connected:
+                time.sleep(0.5)
+        finally:
+            fwd.close()

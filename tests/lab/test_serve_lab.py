@@ -6,16 +6,16 @@ stop leaving no process behind."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import yaml
 
-from fxctl.lab.access import guest_host
 from fxctl.remote.command import script, sh
-from fxctl.remote.session import open_session
-from tests.lab.conftest import fxctl
+from tests.lab.conftest import REPO, fxctl
 
 pytestmark = pytest.mark.lab
 PORT = 8177
@@ -40,43 +40,6 @@ def inventory(lab, tmp_path_factory):
     fxctl("-i", str(path), "serve", "stop", "--name", NAME, timeout=120)
 
 
-class Forward:
-    """A local port forwarded to the guest's 127.0.0.1:port through paramiko direct-tcpip channels."""
-
-    def __init__(self, transport, port: int):
-        self.transport, self.port = transport, port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.local_port = self.listener.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            channel = self.transport.open_channel("direct-tcpip", ("127.0.0.1", self.port), ("127.0.0.1", 0))
-            for src, dst in ((client, channel), (channel, client)):
-                threading.Thread(target=self.pump, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def pump(src, dst):
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except (OSError, EOFError):
-            pass
-        finally:
-            for end in (src, dst):
-                try:
-                    end.close()
-                except (OSError, EOFError):  # the SSH transport may be gone already
-                    pass
-
-    def close(self):
-        self.listener.close()
-
-
 def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(lab, inventory):
     openai = pytest.importorskip("openai")
     inv = str(inventory)
@@ -89,18 +52,25 @@ def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(la
     assert [(s["host"], s["unit"], s["state"], s["mode"]) for s in status] == [
         ("initiator1", f"fxctl-serve-{NAME}-0", "ready", "systemd")]
 
-    initiator = lab.guests("initiator")[0]
-    with open_session(guest_host(lab.state, initiator)) as session:
-        session.connection.open()
-        forward = Forward(session.connection.client.get_transport(), PORT)
-        try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{forward.local_port}/v1", api_key="none")
-            pieces = [c.choices[0].text for c in client.completions.create(
-                model="fxctl-sim/lab-0.5b", prompt="fxctl " * 300, max_tokens=12, stream=True) if c.choices]
-            assert len([p for p in pieces if p]) >= 2, pieces  # tokens arrived as a stream
-        finally:
-            forward.close()
+    # `fxctl serve forward`, as a user runs it: a local port to the guest's 127.0.0.1:PORT over SSH
+    forward = subprocess.Popen([sys.executable, "-m", "fxctl", "-i", inv, "-o", "json", "serve", "forward",
+                                "--host", "initiator1", "--name", NAME, "--local-port", "0"], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        printed = ""
+        deadline = time.monotonic() + 60
+        while not printed.rstrip().endswith("}") and time.monotonic() < deadline:
+            printed += forward.stdout.readline()
+        local = json.loads(printed)["local"]
+        client = openai.OpenAI(base_url=f"{local}/v1", api_key="none")
+        pieces = [c.choices[0].text for c in client.completions.create(
+            model="fxctl-sim/lab-0.5b", prompt="fxctl " * 300, max_tokens=12, stream=True) if c.choices]
+        assert len([p for p in pieces if p]) >= 2, pieces  # tokens arrived as a stream
+    finally:
+        forward.send_signal(signal.SIGINT)
+        forward.wait(timeout=30)
 
+    initiator = lab.guests("initiator")[0]
     logs = fxctl("-i", inv, "serve", "logs", "--name", NAME)
     assert logs.returncode == 0 and f"listening on http://127.0.0.1:{PORT}" in logs.stdout
     restarted = fxctl("-i", inv, "serve", "restart", "--name", NAME, timeout=START_TIMEOUT)
