@@ -180,3 +180,12 @@ def test_check_table_says_how_many_commands_a_pending_step_would_run():
     assert rows[0] == ["a", "eth1: mtu", "pending", "1 command(s) (-v shows them)"]
     assert rows[1] == ["a", "eth1: up", "ok", "eth1 is up"]
     assert rows[2] == ["b", "-", "failed", "cannot connect"]
+
+
+def test_perftest_45_output_with_bare_keys_values_and_trailing_commas(repo_root):
+    """The real --out_json of Debian 12's perftest 4.5 (ib_write_bw between two lab guests)."""
+    text = (repo_root / "tests/golden/facts/outputs/perftest_4.5_ib_write_bw_client.json").read_text()
+    data = parse_perftest_json(text)
+    assert data["results"] == {"MsgSize": 1048576, "n_iterations": 15, "BW_peak": 0.0, "BW_average": 0.040606,
+                               "MsgRate": 0.000005}
+    assert data["test_info"]["test"] == "RDMA_Write_BW_Test" and data["test_info"]["TX_depth"] == 128

@@ -32,10 +32,25 @@ cat "$file"
 """
 
 
+_BARE_VALUE = re.compile(r'^(\s*"[^"]+"\s*:\s*)([^"{\[\s][^,]*?)\s*(,?)\s*$', re.M)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def _value(text: str) -> str:
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return json.dumps(text)
+
+
 def parse_perftest_json(text: str) -> dict:
-    """perftest's --out_json file as a dict (bare keys such as `sl:` quoted first)."""
-    fixed = _BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2)}"{m.group(3)}:', text)
-    return json.loads(fixed)
+    """perftest's --out_json file as a dict. perftest 4.5 (Debian 12) writes keys and string values bare
+    (`test: RDMA_Write_BW_Test,`), pads some keys (`TX_depth :`) and leaves trailing commas; newer
+    releases quote most of it but still print a bare `sl:` in QoS mode. Normalise, then parse."""
+    fixed = _BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2)}":', text)
+    fixed = _BARE_VALUE.sub(lambda m: f"{m.group(1)}{_value(m.group(2))}{m.group(3)}", fixed)
+    return json.loads(_TRAILING_COMMA.sub(r"\1", fixed))
 
 
 def bench(inventory: Inventory, server: str, client: str, *, seconds: int = 5, size: int = 1048576, qps: int = 4,
