@@ -40,8 +40,16 @@ def size_option(_ctx, _param, value):
     return size
 
 
+def name_option(_ctx, _param, value):
+    from fxctl.serve.render import NAME_RE
+
+    if value is not None and not NAME_RE.match(value):
+        raise click.BadParameter(f"{value!r}: lowercase letters, digits and '-', at most 40")
+    return value
+
+
 def where_options(func):
-    func = click.option("--name", default=None, help="Deployment name (default: all for status/stop/logs; "
+    func = click.option("--name", default=None, callback=name_option, help="Deployment name (default: all for status/stop/logs; "
                         "'main' for start).")(func)
     func = click.option("--host", "hosts", multiple=True, help="Inventory host (repeatable); default: "
                         "serve.hosts of the inventory.")(func)
@@ -267,7 +275,7 @@ def restart_command(app, name, hosts, local, ready_timeout):
 @command.command("forward", help="""Forward a local port to an instance on a host (bound to its 127.0.0.1)
 through fxctl's SSH connection, until Ctrl-C: point an OpenAI client at http://127.0.0.1:LOCAL/v1.""")
 @click.option("--host", required=True, help="Inventory host that runs the instance.")
-@click.option("--name", default="main", show_default=True, help="Deployment name.")
+@click.option("--name", default="main", show_default=True, callback=name_option, help="Deployment name.")
 @click.option("--index", type=click.IntRange(0, 63), default=0, show_default=True, help="Instance number.")
 @click.option("--local-port", type=click.IntRange(0, 65535), default=None,
               help="Local port (default: the instance's port; 0: any free one).")

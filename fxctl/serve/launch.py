@@ -241,6 +241,13 @@ def instance_status(target, plan: InstancePlan, mode: str) -> InstanceStatus:
 
 def saved_plans(target, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
     """The instances recorded on the target (all deployments, or one), with their launch mode."""
+    from fxctl.errors import BadInput
+    from fxctl.serve.render import NAME_RE, PATH_RE
+
+    if not PATH_RE.match(state_dir) or (name is not None and not NAME_RE.match(name)):
+        raise BadInput(f"state dir {state_dir!r} or name {name!r} is not valid",
+                       "names: lowercase letters, digits, '-'; state dir: an absolute path of [A-Za-z0-9._/+-]")
+    # the pattern is expanded by the shell on purpose; both parts are checked above
     pattern = f"{state_dir}/{name}/*/instance.json" if name else f"{state_dir}/*/*/instance.json"
     body = 'for f in $1; do [ -f "$f" ] && cat "$f" && echo "\036"; done; true'
     res = target.run(script(body, pattern))

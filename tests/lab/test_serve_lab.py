@@ -84,3 +84,17 @@ def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(la
     assert "sim serve" not in left.stdout and left.stdout.strip().splitlines()[-1] in ("inactive", "unknown")
     status = json.loads(fxctl("-i", inv, "-o", "json", "serve", "status", "--name", NAME).stdout)["instances"]
     assert status[0]["state"] == "stopped"
+
+
+def test_vllm_preflight_on_a_guest_without_vllm_or_gpus_names_host_check_and_fix(inventory):
+    res = fxctl("-i", str(inventory), "serve", "start", "--engine", "vllm", "--profile", "h200-70b", "--name",
+                "vtest", "--l1-size", "1GiB", timeout=300)
+    assert res.returncode == 1
+    for line in ("initiator1: python:vllm: python3: vllm not installed, known good 0.33.0",
+                 "fix: python3 -m pip install vllm==0.33.0",
+                 "initiator1: python:lmcache: python3: lmcache not installed, known good 0.5.6",
+                 "initiator1: gpus: `nvidia-smi -L` failed"):
+        assert line in res.stderr, res.stderr
+    assert "initiator1: mount" not in res.stderr  # the L2 directory is on the provisioned md array
+    status = fxctl("-i", str(inventory), "-o", "json", "serve", "status", "--name", "vtest")
+    assert json.loads(status.stdout)["instances"] == []  # nothing was launched
