@@ -174,3 +174,19 @@ def test_bench_names_the_missing_perftest_package(lab, inventory):
                    lab.guests("initiator")[0].name, timeout=300)
     assert result.returncode == 1
     assert "ib_write_bw is not installed" in result.stderr and "perftest" in result.stderr
+
+
+def test_probe_without_pyverbs_reads_sysfs_and_ibv_devinfo(lab):
+    """The fallback path of the probe on a real rxe port: pyverbs made unimportable."""
+    from fxctl import data
+
+    guest = lab.guests()[0]
+    code = "import sys\nsys.modules['pyverbs'] = None\n" + data.text("net_probe.py")
+    result = lab.run(guest, sh("python3", "-c", code), timeout=120)
+    assert result.ok, result.stderr
+    probe = json.loads(result.stdout)
+    assert probe["probe"] == "sysfs"
+    port = next(p for p in probe["ports"] if p["netdev"] == "eth1")
+    assert (port["state"], port["active_mtu"], port["link_layer"]) == ("ACTIVE", 4096, "Ethernet")
+    address = guest.links[0].address
+    assert any(g["type"] == "RoCE v2" and gid_matches(g["gid"], address) for g in port["gids"])
