@@ -67,6 +67,8 @@ class HostStart:
 
 def dry_run(settings: ServeSettings, where: Where) -> list[InstancePlan]:
     names = [LOCAL] if where.local else [h.name for h in where.hosts]
+    if not where.local and settings.engine == "sim":  # start ships the profile file there
+        settings = replace(settings, profile=f"{settings.state_dir}/{settings.name}/profile.yaml")
     return [plan for name in names for plan in plan_instances(settings, name)]
 
 

@@ -271,4 +271,10 @@ class DryRun:
                 out.extend("#   " + line for line in (plan.lmcache_yaml() or "").splitlines())
             out.append(plan.shell_line())
             out.append("")
+        if self.plans:
+            out.append("# each runs as a systemd transient unit (systemd-run --unit <instance>) where systemd runs, "
+                       "else in a new session with a pidfile; output goes to its log")
+            if any(p.engine == "sim" and p.host != "local" for p in self.plans):
+                out.append("# when pre-flight pushes fxctl to a host without it, PYTHONPATH names the "
+                           "unpacked wheels (<state>/site-fxctl:<state>/site)")
         return "\n".join(out).rstrip("\n")
