@@ -60,8 +60,9 @@ def command(app, playbook, start_from, only, resume_dir, run_dir, overrides):
                            start_from=start_from, resume=bool(resume_dir), progress=progress)
     reports = write_reports(book, results, folder)
     data = as_data(book, results, folder)
-    emit({**data, "reports": {k: str(v) for k, v in reports.items()}}, app.output_format,
+    plots = sorted(str(p) for p in folder.rglob("*.png"))
+    emit({**data, "reports": {k: str(v) for k, v in reports.items()}, "plots": plots}, app.output_format,
          text=terminal_table(results) + f"\n\n{'PASSED' if data['passed'] else 'FAILED'}: report "
-         f"{reports['markdown']} (JSON: {reports['json']})")
+         f"{reports['markdown']} (JSON: {reports['json']})" + "".join(f"\nplot: {p}" for p in plots))
     if not data["passed"]:
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)
