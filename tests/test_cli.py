@@ -6,6 +6,8 @@ import json
 
 import click
 import pytest
+
+from tests.support.cli import run_main
 import yaml
 from click.testing import CliRunner
 
@@ -32,17 +34,6 @@ def test_every_command_has_help(path, command):
 def test_root_help_lists_exit_codes():
     result = CliRunner().invoke(cli, ["--help"])
     assert "Exit codes" in result.output and "3 changes pending" in result.output
-
-
-def run_main(args, monkeypatch, capsys):
-    """Through fxctl.cli.main: the real error boundary and exit codes."""
-    from fxctl.cli import main
-
-    monkeypatch.delenv("FXCTL_INVENTORY", raising=False)
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 def test_inventory_check_ok(repo_root, monkeypatch, capsys):

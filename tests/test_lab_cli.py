@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.cli import run_main
+
 from fxctl.cli import main
 from fxctl.errors import ExitCode
 
@@ -12,10 +14,7 @@ def run(args, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("FXCTL_LAB_NAME", raising=False)
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
+    return run_main(args, monkeypatch, capsys)
 
 
 def test_status_of_a_lab_that_never_ran_is_bad_input(monkeypatch, capsys, tmp_path):

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.support.cli import run_main
+
 from fxctl.engine.apply import HostReport, Status, StepReport
 from fxctl.errors import BadInput, ExitCode
 from fxctl.inventory import load_inventory_text
@@ -142,16 +144,6 @@ def test_boot_script_and_unit_are_installed_as_written():
     unit = data.text("fxctl-net.service")
     assert f"ExecStart=/usr/bin/python3 {SCRIPT_PATH} {CONFIG_PATH}" in unit
     assert "Before=network-online.target fxctl-nvmet.service" in unit
-
-
-def run_main(args, monkeypatch, capsys):
-    from fxctl.cli import main
-
-    monkeypatch.delenv("FXCTL_INVENTORY", raising=False)
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("subcommand", [["apply"], ["verify"], ["bench", "a", "b"]])

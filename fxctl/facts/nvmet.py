@@ -23,22 +23,10 @@ find hosts subsystems ports -type l -printf '%p\t%l\n' 2>/dev/null
 true
 """
 
-_MODULES = r"""
-for m in "$@"; do test -d "/sys/module/$m" && echo "$m"; done
-true
-"""
 
 
-class NvmetModules(Fact):
-    """Which of nvmet, nvmet_rdma, nvmet_tcp are loaded."""
 
-    names = ("nvmet", "nvmet_rdma", "nvmet_tcp", "configfs")
-
-    def command(self):
-        return script(_MODULES, *self.names)
-
-    def parse(self, stdout: str, exit_code: int = 0) -> list[str]:
-        return sorted(line.strip() for line in stdout.splitlines() if line.strip())
+NVMET_MODULES = ("nvmet", "nvmet_rdma", "nvmet_tcp", "configfs")
 
 
 class NvmetConfig(Fact):

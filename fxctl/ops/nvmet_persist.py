@@ -43,7 +43,8 @@ def persisted_files(specs: list[ExportSpec]) -> dict[str, tuple[str, str]]:
 
 def ensure_persisted(specs: list[ExportSpec], current: dict[str, str | None]) -> Operation:
     """The JSON, the restore script and the unit hold what the inventory asks for."""
-    stale = [path for path, (content, _) in persisted_files(specs).items() if current.get(path) != content]
-    for path, (content, mode) in persisted_files(specs).items():
+    files = persisted_files(specs)
+    stale = [path for path, (content, _) in files.items() if current.get(path) != content]
+    for path, (content, mode) in files.items():
         yield from ensure_file(path, content, current.get(path), mode)
     return None if stale else f"{CONFIG_PATH} and {UNIT_NAME} are up to date"

@@ -24,6 +24,11 @@ AUTOCONNECT = "nvmf-autoconnect.service"
 MDADM_CONF_CANDIDATES = ("/etc/mdadm/mdadm.conf", "/etc/mdadm.conf", "/etc/mdadm")
 
 
+def arrays_of(arrays: tuple[ArraySpec, ...], host: Host) -> list[ArraySpec]:
+    """The arrays this host is the initiator of."""
+    return [a for a in arrays if host.name in a.initiators]
+
+
 def connect_spec(array: ArraySpec) -> nvme_host.ConnectSpec:
     options = tuple((key, array.connect[key]) for key in nvme_host.CONNECT_OPTIONS if key in array.connect)
     return nvme_host.ConnectSpec(nqn=array.nqn, transport=array.transport, address=array.listen_address,
@@ -59,9 +64,6 @@ class IdentityRecipe:
 class ConnectRecipe:
     arrays: tuple[ArraySpec, ...]
 
-    def mine(self, host: Host) -> list[ArraySpec]:
-        return [a for a in self.arrays if host.name in a.initiators]
-
     def facts(self, host: Host):
         return {"modules": LoadedModules(("nvme_fabrics", "nvme_rdma", "nvme_tcp")),
                 "controllers": NvmeControllers(), "members": UuidMembers(),
@@ -71,7 +73,7 @@ class ConnectRecipe:
     def plan(self, host: Host, facts: dict) -> list[Step]:
         steps = []
         discovery = facts["discovery"]
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             spec, dropped = nvme_host.supported(connect_spec(array), facts["options"])
             steps += [
                 Step(f"{array.name}: connect options", reason=(
@@ -96,12 +98,9 @@ class RaidRecipe:
     arrays: tuple[ArraySpec, ...]
     wipe: bool = False
 
-    def mine(self, host: Host) -> list[ArraySpec]:
-        return [a for a in self.arrays if host.name in a.initiators]
-
     def facts(self, host: Host):
         facts = {"links": DiskById(), "running": MdScan()}
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             plan = layout(array)
             facts[f"{array.name}:md"] = MdDetail(plan.device)
             facts[f"{array.name}:examine"] = MdExamine(list(plan.members))
@@ -112,7 +111,7 @@ class RaidRecipe:
         return [run_operation(f"{array.name}: md raid0", raid.ensure_md(
             layout(array), facts[f"{array.name}:md"], facts[f"{array.name}:examine"], facts["links"],
             self.wipe, facts["running"], facts[f"{array.name}:holders"]), destructive=self.wipe)
-            for array in self.mine(host)]
+            for array in arrays_of(self.arrays, host)]
 
 
 @dataclass
@@ -122,14 +121,11 @@ class FilesystemRecipe:
     arrays: tuple[ArraySpec, ...]
     wipe: bool = False
 
-    def mine(self, host: Host) -> list[ArraySpec]:
-        return [a for a in self.arrays if host.name in a.initiators]
-
     def facts(self, host: Host):
         facts = {"fstab": FileContent("/etc/fstab"), "mdadm_conf_path": FirstExisting(MDADM_CONF_CANDIDATES),
                  "mdadm_conf:/etc/mdadm/mdadm.conf": FileContent("/etc/mdadm/mdadm.conf"),
                  "mdadm_conf:/etc/mdadm.conf": FileContent("/etc/mdadm.conf")}
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             plan = layout(array)
             facts[f"{array.name}:md_path"] = Realpath(plan.device)
             facts[f"{array.name}:probe"] = Probe(plan.device)
@@ -140,7 +136,7 @@ class FilesystemRecipe:
         conf_path = mdadm_conf_path(facts["mdadm_conf_path"])
         fstab, mdadm_conf = facts["fstab"], facts[f"mdadm_conf:{conf_path}"]
         steps: list[Step] = []
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             plan = layout(array)
             probe = facts[f"{array.name}:probe"]
             steps += [

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fxctl.engine.plan import Refused, Step, run_operation
 from fxctl.facts.blockdev import BlockDevices, DiskById, Signatures
 from fxctl.facts.files import FileContent
-from fxctl.facts.nvmet import NvmetConfig, NvmetModules
-from fxctl.facts.system import IpAddresses, RdmaDevices
+from fxctl.facts.nvmet import NVMET_MODULES, NvmetConfig
+from fxctl.facts.system import IpAddresses, LoadedModules, RdmaDevices
 from fxctl.facts.systemd import UnitEnabled
 from fxctl.inventory.model import ArraySpec, Drive, Host
 from fxctl.ops import nvmet
@@ -58,13 +58,12 @@ class TargetRecipe:
     arrays: tuple[ArraySpec, ...]           # every array of the inventory (port ids are per target)
     hostnqns: dict[str, str]                # initiator host name -> its host NQN
     wipe: bool = False
-    wiped: list = field(default_factory=list)
 
     def mine(self, host: Host) -> list[ArraySpec]:
         return [a for a in self.arrays if a.target == host.name]
 
     def facts(self, host: Host):
-        facts = {"modules": NvmetModules(), "nvmet": NvmetConfig(), "disks": BlockDevices(),
+        facts = {"modules": LoadedModules(NVMET_MODULES), "nvmet": NvmetConfig(), "disks": BlockDevices(),
                  "links": DiskById(), "signatures": Signatures(), "addresses": IpAddresses(),
                  "rdma": RdmaDevices(), "unit": UnitEnabled(UNIT_NAME)}
         for path in persisted_files([]):

@@ -18,7 +18,7 @@ from fxctl.ops.nvme_host import DISCOVERY_CONF
 from fxctl.ops.nvmet import attr_write, sub_path
 from fxctl.ops.nvmet_persist import CONFIG_PATH
 from fxctl.provision import naming
-from fxctl.provision.initiator import MDADM_CONF_CANDIDATES, layout, mdadm_conf_path
+from fxctl.provision.initiator import MDADM_CONF_CANDIDATES, arrays_of, layout, mdadm_conf_path
 from fxctl.provision.target import TargetRecipe, resolve_drive
 from fxctl.remote.command import sh
 
@@ -58,15 +58,12 @@ class InitiatorTeardown:
     arrays: tuple[ArraySpec, ...]
     wipe: bool = False
 
-    def mine(self, host: Host) -> list[ArraySpec]:
-        return [a for a in self.arrays if host.name in a.initiators]
-
     def facts(self, host: Host):
         facts = {"controllers": NvmeControllers(), "links": DiskById(), "fstab": FileContent("/etc/fstab"),
                  "discovery": FileContent(DISCOVERY_CONF), "mdadm_conf_path": FirstExisting(MDADM_CONF_CANDIDATES),
                  "mdadm_conf:/etc/mdadm/mdadm.conf": FileContent("/etc/mdadm/mdadm.conf"),
                  "mdadm_conf:/etc/mdadm.conf": FileContent("/etc/mdadm.conf")}
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             facts[f"{array.name}:mount"] = Mount(array.mount)
             facts[f"{array.name}:users"] = MountUsers(array.mount)
             facts[f"{array.name}:md"] = MdDetail(naming.md_device(array))
@@ -77,7 +74,7 @@ class InitiatorTeardown:
         conf_path = mdadm_conf_path(facts["mdadm_conf_path"])
         fstab, conf, discovery = facts["fstab"], facts[f"mdadm_conf:{conf_path}"], facts["discovery"]
         steps = []
-        for array in self.mine(host):
+        for array in arrays_of(self.arrays, host):
             plan, name, marker = layout(array), array.name, naming.marker(array)
             steps += [
                 run_operation(f"{name}: unmount", ensure_unmounted(

@@ -14,6 +14,7 @@ from fxctl.facts.xfs import XfsGeometry
 from fxctl.inventory.model import ArraySpec, Host
 from fxctl.ops.raid import XFS_BLOCK
 from fxctl.provision import naming
+from fxctl.provision.initiator import arrays_of
 from fxctl.remote.command import script
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import run_on_hosts
@@ -73,7 +74,7 @@ def check_array(session, array: ArraySpec) -> list[dict]:
 
 def verify_arrays(hosts: list[Host], arrays: tuple[ArraySpec, ...], journal: RunJournal | None) -> list[dict]:
     def work(session):
-        return [c for a in arrays if session.host.name in a.initiators for c in check_array(session, a)]
+        return [c for a in arrays_of(arrays, session.host) for c in check_array(session, a)]
 
     outcomes = run_on_hosts(hosts, work, journal=journal)
     rows = []

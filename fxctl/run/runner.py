@@ -65,7 +65,7 @@ def judge(stage: Stage, data: Any) -> list[CheckResult]:
     return results
 
 
-def run_stage(stage: Stage, inventory: str | None, repo_env: dict) -> StageResult:
+def run_stage(stage: Stage, inventory: str | None) -> StageResult:
     argv = [sys.executable, "-m", "fxctl"]
     use_inventory = stage.inventory or inventory
     if use_inventory:
@@ -76,7 +76,7 @@ def run_stage(stage: Stage, inventory: str | None, repo_env: dict) -> StageResul
     start = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=stage.timeout,
-                              stdin=subprocess.DEVNULL, env=repo_env)
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return StageResult(stage.name, "failed", None, time.monotonic() - start, stage.gate_name,
                            error=f"timed out after {stage.timeout}s", command=argv[1:])
@@ -119,7 +119,6 @@ def run_playbook(playbook: Playbook, *, inventory: str | None, run_dir: Path, on
                  progress: Callable[[str], Any] | None = None) -> list[StageResult]:
     run_dir.mkdir(parents=True, exist_ok=True)
     chosen = select_stages(playbook, only, start_from)
-    env = dict(os.environ)
     results: list[StageResult] = []
     stopped = False
     for index, stage in enumerate(playbook.stages):
@@ -139,7 +138,7 @@ def run_playbook(playbook: Playbook, *, inventory: str | None, run_dir: Path, on
                 continue
         if progress:
             progress(f"[{index + 1}/{len(playbook.stages)}] {stage.name}: fxctl {' '.join(stage.argv)}")
-        result = run_stage(stage, inventory, env)
+        result = run_stage(stage, inventory)
         path.write_text(json.dumps(asdict(result), indent=1, default=str) + "\n")
         if progress:
             progress(f"      {result.status} in {result.duration_s:.0f}s" + (f": {result.error}" if result.error else ""))
