@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from fxctl.engine.fact import Fact, gather_facts
-from fxctl.engine.plan import HostPlan, Step
+from fxctl.engine.plan import Step
 from fxctl.inventory.model import Host
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import run_on_hosts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterable
+from typing import Generator
 
 from fxctl.remote.command import Command
 
@@ -28,23 +28,6 @@ class Step:
     def changes(self) -> bool:
         return bool(self.commands)
 
-    def to_dict(self, verbose: bool = True) -> dict:
-        out = {"step": self.name, "changes": self.changes, "reason": self.reason or self.refusal}
-        if verbose:
-            out["commands"] = [c.masked() for c in self.commands]
-        return out
-
-
-@dataclass
-class HostPlan:
-    host: str
-    steps: list[Step] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def pending(self) -> list[Step]:
-        return [s for s in self.steps if s.changes]
-
 
 class Refused(Exception):
     """Raised inside an operation: the desired state can't be reached without consent (e.g. data)."""
@@ -62,8 +45,3 @@ def run_operation(name: str, operation: Operation, destructive: bool = False) ->
         except StopIteration as stop:
             reason = stop.value or ("" if commands else "already as desired")
             return Step(name, commands, reason, destructive)
-
-
-def plan_steps(operations: Iterable[tuple[str, Callable[[], Operation]]]) -> list[Step]:
-    """Build steps from (name, operation factory) pairs, in order."""
-    return [run_operation(name, factory()) for name, factory in operations]

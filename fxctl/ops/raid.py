@@ -110,22 +110,18 @@ def ensure_filesystem(layout: ArrayLayout, probe: dict | None, wipe: bool) -> Op
     return None
 
 
-def mount_options(layout: ArrayLayout) -> list[str]:
-    return list(layout.mount_options)
-
-
 def ensure_mounted(layout: ArrayLayout, mount: dict | None, md_path: str | None) -> Operation:
     if mount is not None:
         if mount["fstype"] != "xfs" or (md_path and mount["source"] != md_path):
             raise Refused(f"{layout.mount} has {mount['source']} ({mount['fstype']}) mounted, not {layout.device}")
         return f"{layout.mount} is mounted"
     yield sh("mkdir", "-p", layout.mount)
-    yield sh("mount", "-t", "xfs", "-o", ",".join(mount_options(layout)), layout.device, layout.mount)
+    yield sh("mount", "-t", "xfs", "-o", ",".join(layout.mount_options), layout.device, layout.mount)
     return None
 
 
 def fstab_line(layout: ArrayLayout) -> str:
-    options = mount_options(layout) + ["nofail", "_netdev", "x-systemd.requires=nvmf-autoconnect.service",
+    options = list(layout.mount_options) + ["nofail", "_netdev", "x-systemd.requires=nvmf-autoconnect.service",
                                        "x-systemd.device-timeout=120s"]
     return f"UUID={layout.fs_uuid} {layout.mount} xfs {','.join(options)} 0 0"
 

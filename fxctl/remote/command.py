@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Union
 
 MASK = "***"
 
@@ -104,9 +104,6 @@ class Command:
     def or_else(self, other: "Command") -> "Command":
         return Command((self, Raw("||"), other), self.description)
 
-    def pipe(self, other: "Command") -> "Command":
-        return Command((self, Raw("|"), other), self.description)
-
     def write_to(self, path: str, append: bool = False) -> "Command":
         return Command((self, Raw(">>" if append else ">"), path), self.description)
 
@@ -127,15 +124,6 @@ def mask_secrets(text: str, secrets: list[str]) -> str:
         if value:
             text = text.replace(value, MASK)
     return text
-
-
-def join(commands: Iterable[Command], op: str = "&&") -> Command:
-    items: list[Part] = []
-    for command in commands:
-        if items:
-            items.append(Raw(op))
-        items.append(command)
-    return Command(tuple(items))
 
 
 def write_file(path: str, content: str, mode: str | None = None) -> Command:
