@@ -90,7 +90,8 @@ def main() -> None:
                 r = measure(server.url, c, 40, args.output_tokens)
                 rows.append(("fixed 100/10 ms", c, r["completed"], f"{r['request_throughput']:.1f}",
                              f"{r['output_throughput']:.0f}", f"{r['median_ttft_ms']:.2f} "
-                             f"(model {r['model_median_ttft_ms']:.0f}: +{r['median_ttft_ms'] - r['model_median_ttft_ms']:.2f})",
+                             f"(model {r['model_median_ttft_ms']:.0f}: "
+                             f"+{r['median_ttft_ms'] - r['model_median_ttft_ms']:.2f})",
                              f"{r['client_cpu_ms_per_request']:.2f}", "-"))
     print(tabulate(rows, headers=["server", "c", "done", "req/s", "out tok/s", "TTFT p50 ms", "client CPU ms/req",
                                   "req/s one core could drive"]))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import click
 import yaml

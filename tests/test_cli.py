@@ -6,14 +6,13 @@ import json
 
 import click
 import pytest
-
-from tests.support.cli import run_main
 import yaml
 from click.testing import CliRunner
 
 from fxctl.cli import cli
 from fxctl.cli.completions import SHELLS, completion_script
 from fxctl.errors import ExitCode
+from tests.support.cli import run_main
 
 
 def all_commands(group: click.Group, prefix=()):
@@ -23,7 +22,8 @@ def all_commands(group: click.Group, prefix=()):
             yield from all_commands(command, prefix + (name,))
 
 
-@pytest.mark.parametrize("path,command", list(all_commands(cli)), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
+@pytest.mark.parametrize("path,command", list(all_commands(cli)),
+                         ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
 def test_every_command_has_help(path, command):
     assert (command.help or command.short_help or "").strip(), f"fxctl {' '.join(path)} has no help text"
     result = CliRunner().invoke(cli, [*path, "--help"])

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from tests.support.cli import run_main
-
-from fxctl.cli import main
 from fxctl.errors import ExitCode
+from tests.support.cli import run_main
 
 
 def run(args, monkeypatch, capsys, tmp_path):

@@ -9,9 +9,9 @@ import yaml
 
 from fxctl.inventory import load_inventory_text
 from fxctl.lab.access import guest_host, ssh_argv, write_known_hosts
+from fxctl.lab.image import LabImage
 from fxctl.lab.inventory import render_inventory
 from fxctl.lab.lab import _records, _write_seeds
-from fxctl.lab.image import LabImage
 from fxctl.lab.seed import CLIENT_KEY, HOST_KEY, ensure_keypair, public_key_line
 from fxctl.lab.state import LabState, guest_dir
 from fxctl.lab.topology import LabSpec, plan_lab

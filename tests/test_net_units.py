@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from tests.support.cli import run_main
-
 from fxctl.engine.apply import HostReport, Status, StepReport
 from fxctl.errors import BadInput, ExitCode
 from fxctl.inventory import load_inventory_text
@@ -17,6 +15,7 @@ from fxctl.net.desired import check_network, effective_dscp_map, qos_driver, res
 from fxctl.net.run import NetResult, NetStatus, mark_unsupported
 from fxctl.net.verify import check_interface, expected_active_mtu, gid_matches
 from tests.golden import GOLDEN
+from tests.support.cli import run_main
 
 OUTPUTS = GOLDEN / "facts" / "outputs"
 
@@ -126,6 +125,7 @@ def test_probe_runs_with_plain_python_where_there_is_no_rdma(tmp_path):
     """The probe is standard-library Python: on a host without pyverbs or RDMA it reports no ports."""
     import subprocess
     import sys
+
     from fxctl import data
 
     script = tmp_path / "probe.py"
@@ -138,7 +138,7 @@ def test_probe_runs_with_plain_python_where_there_is_no_rdma(tmp_path):
 
 def test_boot_script_and_unit_are_installed_as_written():
     from fxctl import data
-    from fxctl.net.persist import SCRIPT_PATH, CONFIG_PATH
+    from fxctl.net.persist import CONFIG_PATH, SCRIPT_PATH
 
     compile(data.text("net_apply.py"), "net_apply.py", "exec")
     unit = data.text("fxctl-net.service")
@@ -165,8 +165,9 @@ def test_cli_bench_refuses_a_host_outside_the_network(tmp_path, monkeypatch, cap
 def test_check_table_says_how_many_commands_a_pending_step_would_run():
     from fxctl.cli.net_cmd import apply_rows
 
-    pending = HostReport("a", Status.PENDING, [StepReport("eth1: mtu", Status.PENDING, "", ["ip link set dev eth1 mtu 9000"]),
-                                               StepReport("eth1: up", Status.OK, "eth1 is up")])
+    pending = HostReport("a", Status.PENDING,
+                         [StepReport("eth1: mtu", Status.PENDING, "", ["ip link set dev eth1 mtu 9000"]),
+                          StepReport("eth1: up", Status.OK, "eth1 is up")])
     failed = HostReport("b", Status.FAILED, error="cannot connect")
     rows = apply_rows([pending, failed], verbose=0)
     assert rows[0] == ["a", "eth1: mtu", "pending", "1 command(s) (-v shows them)"]

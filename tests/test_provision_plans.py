@@ -1,9 +1,10 @@
 """Provision recipes planned from real fact outputs captured in the lab (see tests/plan_golden.py)."""
 
+import json
+
 import pytest
 
 from tests.plan_golden import PLANS, check_case, replay
-import json
 
 
 @pytest.mark.parametrize("path", sorted(PLANS.glob("*.json")), ids=lambda p: p.stem)

@@ -41,7 +41,7 @@ class HugePageReservation:
         self.pages = pages
         self.old: int | None = None
 
-    def __enter__(self) -> "HugePageReservation":
+    def __enter__(self) -> HugePageReservation:
         try:
             with open(HUGEPAGES) as f:
                 self.old = int(f.read())

@@ -13,13 +13,20 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import aiohttp
 
-from fxctl.bench.metrics import (Limit, RequestRecord, on_model_clock, parse_counters, per_token_gaps, summarize,
-                                 tier_hit_rates)
+from fxctl.bench.metrics import (
+    Limit,
+    RequestRecord,
+    on_model_clock,
+    parse_counters,
+    per_token_gaps,
+    summarize,
+    tier_hit_rates,
+)
 from fxctl.bench.workloads import Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
 
 JSON = {"Content-Type": "application/json"}
@@ -78,7 +85,7 @@ class Client:
                             text.append(piece)
                     if event.get("usage"):
                         usage, sim = event["usage"], event.get("fxctl_sim") or {}
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return RequestRecord(False, error=f"{type(exc).__name__}: {exc}"), ""
         end = time.perf_counter()
         if not chunk_times:

@@ -124,7 +124,8 @@ def chat_body(session: ChatSession, turn: int, model: str | None) -> bytes:
     """The next request of a session: the system salt first, then the whole history, then a new message."""
     if not session.messages:
         session.messages.append({"role": "system", "content": f"{session.salt} you are a coding assistant"})
-    session.messages.append({"role": "user", "content": words(session.user_tokens[turn], zlib.crc32(session.salt.encode()) + turn)})
+    seed = zlib.crc32(session.salt.encode()) + turn
+    session.messages.append({"role": "user", "content": words(session.user_tokens[turn], seed)})
     body = {"messages": session.messages, "max_tokens": session.output_tokens,
             "min_tokens": session.output_tokens, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}, "temperature": 0}

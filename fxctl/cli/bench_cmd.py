@@ -77,7 +77,8 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
 @click.option("--shared-prefix", type=click.FloatRange(0, 0.99), default=0.0, show_default=True,
               help="Share of each prompt that is a prefix common to all prompts.")
 @click.option("--output-tokens", type=click.IntRange(1), default=64, show_default=True)
-@click.option("--turns", type=click.IntRange(1, 100), default=4, show_default=True, help="multi-turn: turns per session.")
+@click.option("--turns", type=click.IntRange(1, 100), default=4, show_default=True,
+              help="multi-turn: turns per session.")
 @click.option("--think-time", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="multi-turn: seconds between a reply and the next turn.")
 @click.option("--slo", default=None, help="Per-request SLO for goodput, e.g. 'ttft_p50<=2s,tpot_p50<=50ms'.")
@@ -101,7 +102,8 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
     goodput under --slo, errors, and per-tier hit rates from /metrics deltas (fxctl sim, fxctl's tier).
     Every prompt starts with its own salt: no accidental shared prefixes.
     """
-    from fxctl.bench.loadgen import LoadSpec, run as run_load
+    from fxctl.bench.loadgen import LoadSpec
+    from fxctl.bench.loadgen import run as run_load
     from fxctl.bench.metrics import parse_slo
     from fxctl.bench.workloads import WorkloadSpec
     from fxctl.errors import BadInput

@@ -18,9 +18,9 @@ class App:
     output_format: str = "table"
     verbose: int = 0
     show_traceback: bool = False
-    _inventory: "Inventory | None" = field(default=None, repr=False)
+    _inventory: Inventory | None = field(default=None, repr=False)
 
-    def inventory(self) -> "Inventory":
+    def inventory(self) -> Inventory:
         """The validated inventory; BadInput (exit 2) listing every problem otherwise."""
         if self._inventory is None:
             from fxctl.inventory import load_inventory

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from fxctl.engine.fact import Fact, gather_facts
 from fxctl.engine.plan import Step

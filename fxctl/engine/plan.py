@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Generator
 
 from fxctl.remote.command import Command
 
@@ -21,7 +21,7 @@ class Step:
     refusal: str = ""      # set when reaching the desired state would need something not allowed
 
     @classmethod
-    def refuse(cls, name: str, why: str) -> "Step":
+    def refuse(cls, name: str, why: str) -> Step:
         return cls(name, [], "", False, why)
 
     @property

@@ -158,7 +158,8 @@ class ConfigValues(Fact):
 
 class RdmaCmDefaults(Fact):
     """RDMA-CM defaults of every RDMA device's ports (configfs, made to read when absent, removed after):
-    {device: {"1": {"mode": "RoCE v2", "tos": 106}}} (port numbers as strings, as in JSON); None when rdma_cm's configfs is not there (module not loaded, or configfs not mounted)."""
+    {device: {"1": {"mode": "RoCE v2", "tos": 106}}} (port numbers as strings, as in JSON); None when rdma_cm's
+    configfs is not there (module not loaded, or configfs not mounted)."""
 
     ok_codes = (0, ABSENT)
     ROOT = "/sys/kernel/config/rdma_cm"

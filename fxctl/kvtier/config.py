@@ -38,7 +38,7 @@ class TierConfig:
     direct_io: bool = True                 # O_DIRECT where the filesystem allows it
 
     @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> "TierConfig":
+    def from_mapping(cls, values: dict[str, Any]) -> TierConfig:
         """Build from a flat mapping (e.g. LMCache extra_config), converting types; unknown keys ignored."""
         kwargs: dict[str, Any] = {}
         for f in fields(cls):

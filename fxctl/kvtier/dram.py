@@ -8,7 +8,7 @@ cannot push out the prefixes that were reused in the last rounds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 
 class L1Chunk:

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.checksum import available, checksum, default_algorithm
@@ -33,9 +33,10 @@ def lock_directory(path: str) -> int:
     fd = os.open(os.path.join(path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as exc:
         os.close(fd)
-        raise RuntimeError(f"kvtier: {path} is in use by another store (give each process its own L2 directory)")
+        raise RuntimeError(f"kvtier: {path} is in use by another store (give each process its own L2 directory)") \
+            from exc
     return fd
 
 
@@ -198,7 +199,7 @@ class L2Tier:
                     ok[i] = True
                 self._maybe_checkpoint_locked()
         except OSError as exc:
-            for _i, key, loc in written:
+            for _i, key, _loc in written:
                 self._count_write_error(exc, key)
             with self._lock:
                 for _i, _key, loc in written:

@@ -14,8 +14,8 @@ import logging
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Callable, Sequence
 
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.config import TierConfig, padded
@@ -392,7 +392,7 @@ class TierStore:
         if self.l2 is not None:
             self.l2.close()
 
-    def __enter__(self) -> "TierStore":
+    def __enter__(self) -> TierStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,10 +7,10 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from fxctl.errors import FxError
 from fxctl.lab import hosttools

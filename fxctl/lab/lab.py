@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from fxctl.errors import FxError
 from fxctl.lab import hosttools
@@ -15,10 +15,16 @@ from fxctl.lab.image import LabImage, ensure_image
 from fxctl.lab.paths import lab_dir, state_root
 from fxctl.lab.ports import allocate_ports, port_is_free, port_lock
 from fxctl.lab.qemu import is_guest_process, qemu_argv, start_guest, stop_guest
-from fxctl.lab.seed import (CLIENT_KEY, HOST_KEY, ensure_guest_uuid, ensure_keypair, hostnqn_for,
-                            public_key_line, seed_archive)
-from fxctl.lab.state import (DriveRecord, GuestRecord, LabState, LinkRecord, guest_dir,
-                             ports_of_other_labs)
+from fxctl.lab.seed import (
+    CLIENT_KEY,
+    HOST_KEY,
+    ensure_guest_uuid,
+    ensure_keypair,
+    hostnqn_for,
+    public_key_line,
+    seed_archive,
+)
+from fxctl.lab.state import DriveRecord, GuestRecord, LabState, LinkRecord, guest_dir, ports_of_other_labs
 from fxctl.lab.topology import LabPlan, LabSpec, plan_lab
 
 Progress = Callable[[str], None]

@@ -45,7 +45,7 @@ class GuestRecord:
     pid: int | None = None
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GuestRecord":
+    def from_dict(cls, data: dict) -> GuestRecord:
         data = dict(data)
         data["links"] = [LinkRecord(**link) for link in data.get("links", [])]
         data["drives"] = [DriveRecord(**drive) for drive in data.get("drives", [])]
@@ -80,7 +80,7 @@ class LabState:
         os.replace(tmp, self.folder / STATE_FILE)
 
     @classmethod
-    def load(cls, name: str) -> "LabState | None":
+    def load(cls, name: str) -> LabState | None:
         path = lab_dir(name) / STATE_FILE
         if not path.is_file():
             return None

@@ -30,7 +30,7 @@ class LabSpec:
     drive_size: int = 256 << 20
     memory_mib: int = DEFAULT_MEMORY_MIB
 
-    def check(self) -> "LabSpec":
+    def check(self) -> LabSpec:
         if not 1 <= self.targets or not 1 <= self.initiators:
             raise BadInput("a lab needs at least one target and one initiator")
         if self.targets * self.initiators > MAX_LINKS:

@@ -22,7 +22,8 @@ BENCH_PORT = 18516
 JSON_FILE = "/tmp/fxctl-ib_write_bw.json"
 _BARE_KEY = re.compile(r"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*):", re.M)
 
-_RUN = r"""command -v ib_write_bw >/dev/null || { echo "ib_write_bw is not installed: install the perftest package"; exit 127; }
+_RUN = r"""command -v ib_write_bw >/dev/null || {
+  echo "ib_write_bw is not installed: install the perftest package"; exit 127; }
 dev=$1; gid=$2; port=$3; qps=$4; size=$5; secs=$6; file=$7; peer=$8
 rm -f "$file"
 if [ -n "$peer" ]; then sleep 3; fi
@@ -72,7 +73,8 @@ def bench(inventory: Inventory, server: str, client: str, *, seconds: int = 5, s
         spec = interfaces_of(network, host.name)[0]
         row = check_interface(host.name, spec, outcome.value["ports"], network.mtu)
         if row["gid_index"] is None:
-            raise FxError(f"{host.name} {row['port']}: {row['detail']}", "run `fxctl net apply`, then `fxctl net verify`")
+            raise FxError(f"{host.name} {row['port']}: {row['detail']}",
+                          "run `fxctl net apply`, then `fxctl net verify`")
         row["address"] = spec.address.split("/")[0] if spec.address else None
         rows[host.name] = row
     if not rows[server]["address"]:

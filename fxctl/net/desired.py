@@ -98,7 +98,7 @@ class Knobs:
     global_pause: bool
 
     @classmethod
-    def of(cls, network: NetworkSpec) -> "Knobs":
+    def of(cls, network: NetworkSpec) -> Knobs:
         return cls(pfc_priority=network.pfc_priority, dscp_map=tuple(effective_dscp_map(network)),
                    trust=network.trust, ets=tuple(network.ets), ecn=network.ecn, roce_dscp=roce_dscp(network),
                    cnp_dscp=network.cnp_dscp, cnp_priority=network.cnp_priority, roce_tos=network.roce_tos,

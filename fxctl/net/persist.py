@@ -23,7 +23,7 @@ UNIT_NAME = "fxctl-net.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 
 
-def state_json(knobs: "Knobs", nics: list["Nic"]) -> str:
+def state_json(knobs: Knobs, nics: list[Nic]) -> str:
     """What the boot script re-applies, in a stable form (so an unchanged state rewrites nothing)."""
     document = {
         "mtu": knobs.mtu, "global_pause": knobs.global_pause, "pfc_priority": knobs.pfc_priority,
@@ -36,13 +36,13 @@ def state_json(knobs: "Knobs", nics: list["Nic"]) -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def persisted_files(knobs: "Knobs", nics: list["Nic"]) -> dict[str, tuple[str, str]]:
+def persisted_files(knobs: Knobs, nics: list[Nic]) -> dict[str, tuple[str, str]]:
     return {CONFIG_PATH: (state_json(knobs, nics), "0644"),
             SCRIPT_PATH: (data.text("net_apply.py"), "0755"),
             UNIT_PATH: (data.text("fxctl-net.service"), "0644")}
 
 
-def ensure_persisted(knobs: "Knobs", nics: list["Nic"], current: dict[str, str | None]) -> Operation:
+def ensure_persisted(knobs: Knobs, nics: list[Nic], current: dict[str, str | None]) -> Operation:
     files = persisted_files(knobs, nics)
     stale = [path for path, (content, _) in files.items() if current.get(path) != content]
     for path, (content, mode) in files.items():

@@ -86,7 +86,8 @@ class NetRecipe:
         steps = [run_operation(f"{nd}: mtu", ops.ensure_mtu(nd, k.mtu, link)),
                  run_operation(f"{nd}: up", ops.ensure_link_up(nd, link)),
                  run_operation(f"{nd}: address", ops.ensure_address(nd, nic.spec.address, facts["addresses"])),
-                 run_operation(f"{nd}: global pause", ops.ensure_global_pause(nd, k.global_pause, facts[f"{nd}:pause"]))]
+                 run_operation(f"{nd}: global pause",
+                               ops.ensure_global_pause(nd, k.global_pause, facts[f"{nd}:pause"]))]
         steps.append(run_operation(f"{nd}: rdma device", self.rdma_device(nic, facts["rdma"])))
         steps += self.plan_qos(nic, facts)
         if nic.device:

@@ -7,8 +7,9 @@ capability (virtio-net has no DCB). Under `strict` an unsupported step fails its
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from fxctl.engine.apply import HostReport, Status, StepReport, converge, exit_code_for
 from fxctl.engine.fact import gather_facts

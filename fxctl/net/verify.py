@@ -159,8 +159,9 @@ def verify(inventory: Inventory, *, hosts: list[str] | None = None, traffic: boo
     for host, row in first_row.items():
         if not row["device"] or not after[host].ok:
             continue
-        old = next((p["counters"] for p in before[host].value["ports"] if f"{p['device']}/{p['port']}" == row["port"]), {})
-        new = next((p["counters"] for p in after[host].value["ports"] if f"{p['device']}/{p['port']}" == row["port"]), {})
+        def counters_of(fact, port=row["port"]):
+            return next((p["counters"] for p in fact.value["ports"] if f"{p['device']}/{p['port']}" == port), {})
+        old, new = counters_of(before[host]), counters_of(after[host])
         counters += counter_rows(host, row["port"], old, new)
     return {"ok": not problems, "probe": ", ".join(sorted(probes)) or "none", "traffic": traffic_note or
             f"ibv_rc_pingpong {PINGPONG_ITERS} x {PINGPONG_SIZE} B", "ports": rows, "counters": counters,

@@ -77,7 +77,6 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         return f"{layout.device} is active: raid0 over {len(wanted)} members"
     blocks = {m: examine.get(m) for m in layout.members}
     ours = [m for m, sb in blocks.items() if sb and sb.get("uuid") == layout.md_uuid]
-    blank = [m for m, sb in blocks.items() if sb == {} or sb is None]
     foreign = [m for m, sb in blocks.items() if sb and sb.get("uuid") != layout.md_uuid]
     if len(ours) == len(layout.members):
         yield sh("mdadm", "--assemble", layout.device, f"--uuid={layout.md_uuid}", *layout.members)

@@ -151,7 +151,7 @@ def build(path: Path, doc: Document, variables: dict) -> Playbook:
     for index, raw in enumerate(doc.data["stages"]):
         where = f"{path}:{doc.line_of(('stages', index))}: stage {raw['name']}"
         gate = raw.get("gate") or {}
-        sub = lambda v: coerce(substitute(v, variables, where)) if isinstance(v, str) else v  # noqa: E731
+        sub = lambda v, where=where: coerce(substitute(v, variables, where)) if isinstance(v, str) else v  # noqa: E731
         checks = tuple(Check(measure=substitute(c["measure"], variables, where),
                              path=substitute(c["path"], variables, where), op=c["op"], value=sub(c["value"]),
                              reduce=c.get("reduce", "first"), equals=sub(c.get("equals")), unit=c.get("unit", ""))

@@ -9,9 +9,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fxctl.errors import BadInput
 from fxctl.run.measures import compare, measure
@@ -141,7 +142,8 @@ def run_playbook(playbook: Playbook, *, inventory: str | None, run_dir: Path, on
         result = run_stage(stage, inventory)
         path.write_text(json.dumps(asdict(result), indent=1, default=str) + "\n")
         if progress:
-            progress(f"      {result.status} in {result.duration_s:.0f}s" + (f": {result.error}" if result.error else ""))
+            error = f": {result.error}" if result.error else ""
+            progress(f"      {result.status} in {result.duration_s:.0f}s{error}")
         results.append(result)
         stopped = result.status == "failed"
     return results

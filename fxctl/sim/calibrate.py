@@ -86,7 +86,7 @@ class Workload:
     block_size: int = 0  # 0: the profile's; larger blocks only cut bookkeeping (see the profile)
 
     @classmethod
-    def from_profile(cls, profile: Profile, requests_per_client: int | None = None) -> "Workload":
+    def from_profile(cls, profile: Profile, requests_per_client: int | None = None) -> Workload:
         cal = profile.calibration
         return cls(int(cal.get("prompt_tokens", 77824)), float(cal.get("prompt_spread", 0.25)),
                    int(cal.get("output_tokens", 64)), tuple(cal.get("concurrency", (8, 16, 32))),
@@ -169,7 +169,7 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
              for c in workload.concurrency}
     best = max(gains, key=gains.get)
     tiered = runs["tiered"]
-    notes = [f"emulated throughput gain by concurrency: "
+    notes = ["emulated throughput gain by concurrency: "
              + ", ".join(f"c={c}: {100 * g:+.1f} %" for c, g in gains.items())
              + f" (largest at c={best}; R2 publishes no gain at c={workload.concurrency[-1]})",
              "tiered operating points: " + ", ".join(

@@ -58,16 +58,20 @@ def render_metrics(engine: Engine, model_name: str, profile_name: str, time_scal
     out.metric("fxctl_sim_info", "gauge", "fxctl sim is an emulator: GPU timing is simulated (model time)",
                [(labels(profile=profile_name, offload=str(engine.offload).lower(), time_scale=str(time_scale),
                         timing="simulated"), 1)])
-    out.metric("fxctl_sim_model_time_seconds", "gauge", "Emulator clock (model seconds)", [(labels(**m), engine.now)])
-    out.metric("vllm:num_requests_running", "gauge", "Requests in the running batch", [(labels(**m), len(engine.running))])
+    out.metric("fxctl_sim_model_time_seconds", "gauge", "Emulator clock (model seconds)",
+               [(labels(**m), engine.now)])
+    out.metric("vllm:num_requests_running", "gauge", "Requests in the running batch",
+               [(labels(**m), len(engine.running))])
     out.metric("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled (incl. KV loads)",
                [(labels(**m), len(engine.waiting) + len(engine.loading))])
-    out.metric("fxctl_sim_requests_loading", "gauge", "Requests waiting for KV from L1/L2", [(labels(**m), len(engine.loading))])
+    out.metric("fxctl_sim_requests_loading", "gauge", "Requests waiting for KV from L1/L2",
+               [(labels(**m), len(engine.loading))])
     usage = engine.pool.usage()
     out.metric("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (1 = 100 %)", [(labels(**m), usage)])
     out.metric("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (older vLLM name)", [(labels(**m), usage)])
     out.metric("fxctl_sim_gpu_blocks", "gauge", "HBM KV blocks in the pool", [(labels(**m), engine.pool.num_blocks)])
-    out.metric("vllm:prefix_cache_queries", "counter", "Prefix cache queries, in tokens", [(labels(**m), s.prefix_queries)])
+    out.metric("vllm:prefix_cache_queries", "counter", "Prefix cache queries, in tokens",
+               [(labels(**m), s.prefix_queries)])
     out.metric("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in tokens", [(labels(**m), s.prefix_hits)])
     out.metric("vllm:num_preemptions", "counter", "Preemptions (recompute)", [(labels(**m), s.preemptions)])
     out.metric("vllm:prompt_tokens", "counter", "Prompt tokens processed", [(labels(**m), s.prompt_tokens)])
@@ -78,8 +82,10 @@ def render_metrics(engine: Engine, model_name: str, profile_name: str, time_scal
     out.histogram("vllm:time_per_output_token_seconds", "Time per output token (model seconds)", s.tpot, m)
     out.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency (model seconds)", s.e2e, m)
     chunks = engine.tiers.chunk_counts()
-    out.metric("fxctl_tier_hits", "counter", "Chunks found in the tier", [(labels(tier=t), s.tier_hits[t]) for t in TIERS])
-    out.metric("fxctl_tier_misses", "counter", "Chunks looked up and not found", [(labels(tier=t), s.tier_misses[t]) for t in TIERS])
+    out.metric("fxctl_tier_hits", "counter", "Chunks found in the tier",
+               [(labels(tier=t), s.tier_hits[t]) for t in TIERS])
+    out.metric("fxctl_tier_misses", "counter", "Chunks looked up and not found",
+               [(labels(tier=t), s.tier_misses[t]) for t in TIERS])
     out.metric("fxctl_tier_read_bytes", "counter", "Bytes of KV read from the tier (model bytes)",
                [(labels(tier=t), s.tier_read_bytes[t]) for t in TIERS])
     out.metric("fxctl_tier_stored_chunks", "counter", "Chunks offloaded into the tier",

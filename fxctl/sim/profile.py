@@ -103,7 +103,7 @@ class Profile:
         param = self.sections.get(section, {}).get(key)
         return default if param is None else param.value
 
-    def with_overrides(self, **overrides: Any) -> "Profile":
+    def with_overrides(self, **overrides: Any) -> Profile:
         """A copy with `section__key=value` replaced (used for --no-offload and the calibration's cases)."""
         sections = {name: dict(params) for name, params in self.sections.items()}
         for dotted, value in overrides.items():

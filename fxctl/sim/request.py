@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from fxctl.sim.tokens import block_hashes
 
@@ -16,7 +16,7 @@ class SimRequest:
     prompt: list[int]
     max_tokens: int
     arrival: float = 0.0
-    sink: Callable[[str, "SimRequest"], None] | None = None  # called with "token" and "finished"
+    sink: Callable[[str, SimRequest], None] | None = None  # called with "token" and "finished"
     state: str = WAITING
     blocks: list[int] = field(default_factory=list)
     computed: int = 0              # tokens whose KV is in HBM

@@ -109,7 +109,7 @@ class EngineRunner:
         timeout = None if delay is None else delay * self.time_scale
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         now = min(self.model_now(), self._resume_at)
         if self.time_scale <= 0 and delay is not None and self._resume_at == float("inf"):

@@ -11,7 +11,7 @@ import hashlib
 import re
 import struct
 from array import array
-from typing import Iterable
+from collections.abc import Iterable
 
 VOCAB = 151_936  # Qwen3's vocabulary size: ids stay in a realistic range
 PIECE = re.compile(r"\w+|[^\w\s]")

@@ -29,7 +29,7 @@ class RunSummary:
     preemptions: int
 
     @classmethod
-    def of(cls, done: list[SimRequest], duration: float, preemptions: int) -> "RunSummary":
+    def of(cls, done: list[SimRequest], duration: float, preemptions: int) -> RunSummary:
         ttfts = sorted(r.ttft() for r in done)
         tpots = [(r.e2e() - r.ttft()) / (r.generated - 1) for r in done if r.generated > 1]
         tokens = sum(r.generated for r in done)

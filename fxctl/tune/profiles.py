@@ -41,7 +41,8 @@ def parse_params(params: tuple[str, ...]) -> list[dict]:
         name, sep, values = text.partition("=")
         name = name.strip()
         if not sep or name not in SETTABLE:
-            raise BadInput(f"bad --param {text!r}", f"write SECTION.KEY=V1,V2 with a key among: {', '.join(sorted(SETTABLE))}")
+            raise BadInput(f"bad --param {text!r}",
+                           f"write SECTION.KEY=V1,V2 with a key among: {', '.join(sorted(SETTABLE))}")
         parsed = [yaml.safe_load(v.strip()) for v in values.split(",") if v.strip()]
         if not parsed:
             raise BadInput(f"--param {name} has no values", "e.g. --param tiers.l1_size_gb=16,64")

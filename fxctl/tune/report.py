@@ -46,7 +46,8 @@ def assemble(outcome: dict, trials: list[dict], options: dict, run_dir: Path, me
                           and t["concurrency"] == best["chosen"]["concurrency"])
     summary = {
         "run_dir": str(run_dir), "slo": options["slo"], "target": options["target"],
-        "profile": options.get("profile"), "workload": options["workload"], "clock": trials[0]["result"].get("clock") if trials else None,
+        "profile": options.get("profile"), "workload": options["workload"],
+        "clock": trials[0]["result"].get("clock") if trials else None,
         "best": None if not best_trial else {
             "settings": best_trial["settings"], "settings_key": best_trial["settings_key"],
             "concurrency": best_trial["concurrency"], "ttft_p50_s": best_trial["result"]["median_ttft_ms"] / 1000,
@@ -55,7 +56,8 @@ def assemble(outcome: dict, trials: list[dict], options: dict, run_dir: Path, me
         "searches": outcome["searches"],
         "trials_total": len(trials), "trials_measured_now": measured, "trials_resumed": len(trials) - measured,
         "grid_points": len(options["concurrencies"]) * len(outcome["searches"]),
-        "baseline": baseline_comparison(best_trial, outcome["baseline"]) if best_trial and outcome["baseline"] else None,
+        "baseline": (baseline_comparison(best_trial, outcome["baseline"])
+                     if best_trial and outcome["baseline"] else None),
         "trials": [trial_row(t) for t in trials],
     }
     return summary
@@ -132,7 +134,8 @@ def table_rows(summary: dict) -> list[tuple]:
         is_best = row["kind"] == "search" and row["settings"] == best.get("settings_key") \
             and row["concurrency"] == best.get("concurrency")
         rows.append((row["settings"], row["kind"], row["concurrency"], f"{row['median_ttft_ms'] / 1000:.2f}",
-                     f"{row['p99_ttft_ms'] / 1000:.2f}", f"{row['median_tpot_ms']:.1f}", f"{row['output_throughput']:.1f}",
+                     f"{row['p99_ttft_ms'] / 1000:.2f}", f"{row['median_tpot_ms']:.1f}",
+                     f"{row['output_throughput']:.1f}",
                      f"{row['margin']:+.2f}", "yes" if row["feasible"] else "no",
                      ("BEST " if is_best else "") + ("resumed" if row["resumed"] else "")))
     return rows

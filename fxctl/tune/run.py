@@ -160,8 +160,10 @@ class Tuner:
         searches = []
         try:
             for settings in self.configs:
-                search = full_grid(self.grid) if self.options.grid else bracket_then_bisect(self.grid, self.options.start)
-                chosen, seen = drive(search, lambda c, s=settings: observe(self.trial(target, s, "search", c, self.load)))
+                grid = self.grid
+                search = full_grid(grid) if self.options.grid else bracket_then_bisect(grid, self.options.start)
+                chosen, seen = drive(search,
+                                     lambda c, s=settings: observe(self.trial(target, s, "search", c, self.load)))
                 searches.append({"settings": settings, "settings_key": settings_key(settings),
                                  "chosen": asdict(chosen) if chosen else None, "trials": len(seen)})
             best = max((s for s in searches if s["chosen"]), key=lambda s: s["chosen"]["throughput"], default=None)

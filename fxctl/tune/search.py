@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Generator
 
 DEFAULT_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 64)
 
@@ -115,7 +115,7 @@ def against_grid(measure, grid: tuple[int, ...] = DEFAULT_GRID, start: int = 4) 
             "gap_pct": gap, "points": dict(sorted(cache.items()))}
 
 
-def drive(search: Search, measure) -> tuple["Observation | None", list[Observation]]:
+def drive(search: Search, measure) -> tuple[Observation | None, list[Observation]]:
     """Run a search to its end: `measure(concurrency) -> Observation`."""
     observations = []
     point = next(search)

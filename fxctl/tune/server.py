@@ -86,7 +86,7 @@ class ServerProcess:
         except ProcessLookupError:
             pass
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         self.start()
         return self
 

@@ -33,16 +33,17 @@ class RunStore:
         self.trials_dir = self.dir / "trials"
 
     @classmethod
-    def create(cls, run_dir: Path, options: dict) -> "RunStore":
+    def create(cls, run_dir: Path, options: dict) -> RunStore:
         store = cls(run_dir)
         if (store.dir / RUN_FILE).exists():
-            raise BadInput(f"{run_dir} already holds a run", f"resume it with --resume {run_dir}, or pick another --run-dir")
+            raise BadInput(f"{run_dir} already holds a run",
+                           f"resume it with --resume {run_dir}, or pick another --run-dir")
         store.trials_dir.mkdir(parents=True, exist_ok=True)
         write_json(store.dir / RUN_FILE, options)
         return store
 
     @classmethod
-    def open(cls, run_dir: Path) -> tuple["RunStore", dict]:
+    def open(cls, run_dir: Path) -> tuple[RunStore, dict]:
         store = cls(run_dir)
         path = store.dir / RUN_FILE
         if not path.exists():

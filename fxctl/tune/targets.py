@@ -5,11 +5,12 @@ benchmark). Each measures one (server settings, concurrency) point and returns a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from fxctl.bench.loadgen import LoadSpec, run as run_load
+from fxctl.bench.loadgen import LoadSpec
+from fxctl.bench.loadgen import run as run_load
 from fxctl.bench.metrics import Limit, RequestRecord, summarize
 from fxctl.bench.workloads import WorkloadSpec
 from fxctl.errors import BadInput
@@ -40,7 +41,8 @@ class SimTarget:
         key = settings_key(settings) + f"@{time_scale}"
         if self.server is None or key != self.settings_key:
             self.close()
-            path = write_profile(self.profile_path, settings, self.run_dir / "profiles" / f"{settings_key(settings)}.yaml",
+            path = write_profile(self.profile_path, settings,
+                                 self.run_dir / "profiles" / f"{settings_key(settings)}.yaml",
                                  note="server settings of one tuning configuration")
             self.server = ServerProcess(sim_argv(str(path), time_scale), self.run_dir / "server.log")
             self.server.start()

@@ -2,7 +2,8 @@
 
 Usage: crash_writer.py L2_DIR PROGRESS_FILE START
 Each line of PROGRESS_FILE is written only after the store confirmed it: "P key size" after flush() of a
-put, "r key" before remove() and "R key" after it returned. The parent kills this process with SIGKILL at a random moment.
+put, "r key" before remove() and "R key" after it returned. The parent kills this process with SIGKILL at a
+random moment.
 """
 
 import os

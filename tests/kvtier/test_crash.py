@@ -48,7 +48,7 @@ def check_recovered(directory, progress, start):
     cfg = small_config(directory, l1_bytes=0, l2_bytes=4 << 30, segment_bytes=64 << 20)
     with TierStore(cfg) as store:
         index = dict(store.l2.index)
-        for key, size in puts.items():
+        for key in puts:
             if key not in removing:
                 assert key in index, f"committed chunk {key} lost"
         for key in removed:

@@ -15,8 +15,8 @@ import yaml
 from fxctl.errors import RemoteError
 from fxctl.inventory import load_inventory_text
 from fxctl.lab.access import guest_host, ssh_argv
-from fxctl.lab.qemu import is_guest_process
 from fxctl.lab.ports import port_is_free
+from fxctl.lab.qemu import is_guest_process
 from fxctl.lab.seed import ensure_keypair, public_key_line
 from fxctl.remote.command import sh
 from fxctl.remote.session import open_session

@@ -58,7 +58,8 @@ def test_soft_roce_is_created_where_no_rdma_device_is_bound(lab, inventory, tmp_
     """A fresh netdev (the management one, at its own MTU) gets an rxe device from `net apply`."""
     guest = lab.guests("initiator")[0]
     lab.run(guest, sh("rdma", "link", "delete", TEST_DEVICE))
-    mgmt = on(lab, guest, 'for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && echo "${d##*/}"; done; true',
+    mgmt = on(lab, guest,
+              'for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && echo "${d##*/}"; done; true',
               guest.mgmt_mac)
     assert mgmt and mgmt != "eth1", mgmt
     mtu = int(on(lab, guest, 'cat "/sys/class/net/$1/mtu"', mgmt))

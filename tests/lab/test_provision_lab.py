@@ -10,14 +10,13 @@ its data intact, and --wipe.
 from __future__ import annotations
 
 import json
-import shlex
 
 import pytest
 import yaml
 
-from fxctl.provision import naming
 from fxctl.inventory import load_inventory_text
-from fxctl.remote.command import script, sh
+from fxctl.provision import naming
+from fxctl.remote.command import script
 from tests.lab.conftest import fxctl
 
 pytestmark = pytest.mark.lab

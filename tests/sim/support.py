@@ -147,7 +147,7 @@ def check_histograms(samples: dict, families: dict[str, str]) -> None:
     for family, kind in families.items():
         if kind != "histogram":
             continue
-        buckets = sorted(((float(dict(l)["le"].replace("+Inf", "inf")), v) for (n, l), v in samples.items()
+        buckets = sorted(((float(dict(ls)["le"].replace("+Inf", "inf")), v) for (n, ls), v in samples.items()
                           if n == f"{family}_bucket"))
         counts = [v for _, v in buckets]
         assert buckets and buckets[-1][0] == float("inf"), family
@@ -158,6 +158,6 @@ def check_histograms(samples: dict, families: dict[str, str]) -> None:
 
 def value(samples: dict, name: str, **labels: str) -> float:
     wanted = set(labels.items())
-    found = [v for (n, l), v in samples.items() if n == name and wanted <= set(l)]
+    found = [v for (n, ls), v in samples.items() if n == name and wanted <= set(ls)]
     assert len(found) == 1, (name, labels, found)
     return found[0]

@@ -92,7 +92,8 @@ def test_metrics_parse_and_count_prefix_hits_then_tier_hits(lab):
     assert lab.json("POST", "/reset_prefix_cache")["reset"] == "hbm_prefix_cache"
     from_l1 = lab.json("POST", "/v1/completions", request)
     assert from_l1["fxctl_sim"]["prompt_tokens_from"].get("l1", 0) > 0
-    l1_hits = value(lab.metrics(), "fxctl_tier_hits_total", tier="l1") - value(after, "fxctl_tier_hits_total", tier="l1")
+    l1_hits = (value(lab.metrics(), "fxctl_tier_hits_total", tier="l1")
+               - value(after, "fxctl_tier_hits_total", tier="l1"))
     assert l1_hits == from_l1["fxctl_sim"]["prompt_tokens_from"]["l1"] // 256
 
     lab.json("POST", "/reset_prefix_cache")

@@ -72,7 +72,7 @@ def test_tune_over_http_writes_every_output_and_resumes_without_repeating(tmp_pa
     assert len(list((run_dir / "trials").glob("*.json"))) == len(trials) == summary["trials_measured_now"]
     rows = list(csv.DictReader(open(run_dir / "trials.csv")))
     assert len(rows) == len(trials) and (run_dir / "tune.png").stat().st_size > 10_000
-    assert f"[1/~" in err and "TTFT p50" in err and "tok/s" in err
+    assert "[1/~" in err and "TTFT p50" in err and "tok/s" in err
     tuned = load_profile(summary["files"]["profile"])
     assert tuned.get("serving", "max_num_seqs") == summary["best"]["settings"].get("serving.max_num_seqs")
     assert "tune" in tuned.description
