@@ -3,7 +3,10 @@
 ops/*.json:   {"operation": "fxctl.ops.files:ensure_line", "kwargs": {...}, "commands": [...], "reason": "..."}
 facts/*.json: {"fact": "fxctl.facts.files:FileContent", "args": {...}, "stdout": "...", "exit_code": 0,
                "parsed": ...}   (stdout may instead name a file: "stdout_file": "outputs/x.txt")
-Regenerate the expected side with FXCTL_UPDATE_GOLDEN=1 (then review the diff).
+
+`check_golden` is the one comparison every golden test uses (these, tests/plan_golden.py, tests/test_net_plan.py):
+FXCTL_UPDATE_GOLDEN=1 rewrites the expected side of each case that differs and fails that test ("rewrote
+...: review the diff"), so an update run never passes; cases that already match pass.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import importlib
 import json
 import os
 from pathlib import Path
+
+import pytest
 
 from fxctl.engine.plan import run_operation
 from fxctl.output import to_plain
@@ -28,22 +33,24 @@ def golden_files(kind: str) -> list[Path]:
     return sorted((GOLDEN / kind).glob("*.json"))
 
 
-def _update(path: Path, case: dict, key: str, value) -> None:
-    case[key] = value
-    path.write_text(json.dumps(case, indent=2) + "\n")
+def check_golden(path: Path, case: dict, got: dict, indent: int = 2) -> None:
+    """Compare each key of `got` (what the code produces now) with the same key of `case` (read from `path`).
+    Under FXCTL_UPDATE_GOLDEN=1 a case that differs is rewritten with `got`, and the test fails."""
+    differ = sorted(key for key, value in got.items() if case.get(key) != value)
+    if not differ:
+        return
+    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
+        path.write_text(json.dumps({**case, **got}, indent=indent) + "\n")
+        pytest.fail(f"rewrote {', '.join(differ)} of {path}: review the diff, then run without FXCTL_UPDATE_GOLDEN")
+    for key in differ:  # pytest shows the first difference in full
+        assert got[key] == case.get(key), f"{path.name}: {key} differs (FXCTL_UPDATE_GOLDEN=1 rewrites it)"
 
 
 def check_op_case(path: Path) -> None:
     case = json.loads(path.read_text())
     step = run_operation(path.stem, load_target(case["operation"])(**case["kwargs"]))
     commands = [c.masked() for c in step.commands]
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        _update(path, case, "commands", commands)
-        _update(path, case, "reason", step.reason if not commands else "")
-        return
-    assert commands == case["commands"], f"{path.name}: commands differ"
-    if not commands:
-        assert step.reason == case.get("reason", step.reason), f"{path.name}: reason differs"
+    check_golden(path, case, {"commands": commands, "reason": step.reason if not commands else ""})
 
 
 def check_fact_case(path: Path) -> None:
@@ -52,8 +59,4 @@ def check_fact_case(path: Path) -> None:
     stdout = case.get("stdout")
     if stdout is None:
         stdout = (path.parent / case["stdout_file"]).read_text()
-    parsed = to_plain(fact.parse(stdout, case.get("exit_code", 0)))
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        _update(path, case, "parsed", parsed)
-        return
-    assert parsed == case["parsed"], f"{path.name}: parsed value differs"
+    check_golden(path, case, {"parsed": to_plain(fact.parse(stdout, case.get("exit_code", 0)))})

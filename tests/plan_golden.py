@@ -4,13 +4,12 @@ A case file (tests/golden/plans/*.json) holds the inventory, the host, the recip
 and exit code as captured, and the expected steps with their commands. Replaying parses each output with
 the fact's own parser and plans: no host, no SSH. Capture a new case from a running lab with
 `python -m tests.plan_golden capture CASE RECIPE HOST INVENTORY`; FXCTL_UPDATE_GOLDEN=1 rewrites the
-expected side (review the diff).
+expected side and fails (tests/golden.py's check_golden; review the diff).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from fxctl.inventory import load_inventory_text
 from fxctl.provision.initiator import ConnectRecipe, FilesystemRecipe, IdentityRecipe, RaidRecipe
 from fxctl.provision.target import TargetRecipe
 from fxctl.provision.teardown import InitiatorTeardown, TargetTeardown
+from tests.golden import check_golden
 
 PLANS = Path(__file__).parent / "golden" / "plans"
 
@@ -44,12 +44,7 @@ def replay(case: dict) -> list[dict]:
 
 def check_case(path: Path) -> None:
     case = json.loads(path.read_text())
-    steps = replay(case)
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        case["steps"] = steps
-        path.write_text(json.dumps(case, indent=1) + "\n")
-        return
-    assert steps == case["steps"], f"{path.name}: the plan differs"
+    check_golden(path, case, {"steps": replay(case)}, indent=1)
 
 
 def capture(case_name: str, recipe_name: str, host_name: str, inventory_path: str, **options) -> Path:

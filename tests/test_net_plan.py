@@ -7,13 +7,12 @@ case names a file), steps and commands out. tests/golden/net/*.json:
    "facts": {"eth1:pfc": <value> | {"$parse": "module:Fact", "args": {...}, "stdout_file": "...", "exit_code": 0}},
    "steps": {"<step>": {"status": "change|ok|unsupported|refused", "commands": [...], "reason": "..."}}}
 
-Regenerate the expected side with FXCTL_UPDATE_GOLDEN=1 (then review the diff).
+FXCTL_UPDATE_GOLDEN=1 rewrites the expected side and fails (then review the diff).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from fxctl.net.persist import persisted_files
 from fxctl.net.recipe import NetRecipe, Nic
 from fxctl.ops.net import is_unsupported
 from fxctl.output import to_plain
-from tests.golden import GOLDEN, load_target
+from tests.golden import GOLDEN, check_golden, load_target
 
 CASES = sorted((GOLDEN / "net").glob("*.json"))
 HOST = "h1"
@@ -68,12 +67,7 @@ def plan_case(case: dict) -> dict:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_net_plan_golden(path: Path):
     case = json.loads(path.read_text())
-    steps = to_plain(plan_case(case))
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        case["steps"] = steps
-        path.write_text(json.dumps(case, indent=2) + "\n")
-        return
-    assert steps == case["steps"], f"{path.name}: planned steps differ"
+    check_golden(path, case, {"steps": to_plain(plan_case(case))})
 
 
 def test_every_driver_has_a_fresh_and_a_converged_case():

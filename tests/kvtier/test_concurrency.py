@@ -44,12 +44,24 @@ def test_concurrent_put_get_remove_never_mixes_versions(disk_dir):
         t.start()
     for t in threads:
         t.join()
-    store.close()
     assert not errors, errors[:3]
     assert reads[0] > 100
-    with TierStore(cfg) as store:  # what survived reads back whole after a restart
+    # a last known write to every key but one, and a remove: after a restart, each must read back exactly
+    # (a restart that kept nothing fails here instead of passing with nothing to compare)
+    final = {key: chunk_bytes(key, SIZE, i % VERSIONS) for i, key in enumerate(KEYS)}
+    for key, data in final.items():
+        store.put(key, data)
+    removed = KEYS[-1]
+    store.remove(removed)
+    store.close()
+    with TierStore(cfg) as store:
         out = bytearray(SIZE)
+        survived = 0
         for key in KEYS:
             if store.get_into([key], [out])[0] is not None:
                 assert bytes(out) in versions[key]
+                assert key != removed, "a removed key came back after the restart"
+                assert bytes(out) == final[key], f"{key}: not the last version written"
+                survived += 1
+        assert survived == len(KEYS) - 1
         assert store.stats()["counters"].get("l2_checksum_failures", 0) == 0
