@@ -92,6 +92,41 @@ CASES = [
      "inv.yaml:7: serve.l1_size: 'lots' must be a size in bytes or with a binary unit, such as 64K, 8GiB or 2TiB"),
     ("invalid YAML", "version: 1\nhosts: [\n",
      "inv.yaml:3: invalid YAML: expected the node content, but found '<stream end>'"),
+    ("top-level list", "- version: 1\n",
+     "inv.yaml:1: must be a mapping, got a list"),
+    ("top-level scalar", "just text\n",
+     "inv.yaml:1: must be a mapping, got a string"),
+    ("all-numeric address", "version: 1\nhosts:\n  a: {address: '12345'}\n",
+     "inv.yaml:3: hosts.a.address: '12345' is neither an IP address nor a DNS host name "
+     "(all digits, but not a valid IPv4 address)"),
+    ("dotted numbers past 255", "version: 1\nhosts:\n  a: {address: '10.0.0.256'}\n",
+     "inv.yaml:3: hosts.a.address: '10.0.0.256' is neither an IP address nor a DNS host name "
+     "(all digits, but not a valid IPv4 address)"),
+    ("IPv6 zone with a space", GOOD_HOSTS + ARRAY.replace("198.51.100.1,", "'fe80::1%a b',"),
+     "inv.yaml:9: arrays[0].listen.address: 'fe80::1%a b' must be an IPv4 or IPv6 address "
+     "(an IPv6 zone is an interface name)"),
+    ("host names differing in case", "version: 1\nhosts:\n  gpu1: {address: 192.0.2.1}\n"
+     "  GPU1: {address: 192.0.2.2}\n",
+     "inv.yaml:4: hosts.GPU1: differs from host 'gpu1' only in case; DNS and SSH do not tell them apart"),
+    ("mount with a trailing newline", GOOD_HOSTS + ARRAY.replace("/mnt/kv}", '"/mnt/kv\\n"}'),
+     "inv.yaml:12: arrays[0].filesystem.mount: '/mnt/kv\\n' must be an absolute path other than / "
+     "(letters, digits and ._-), such as /mnt/kvtier"),
+    ("NQN with a trailing newline", GOOD_HOSTS + ARRAY.replace("nqn.2026-11.io.fxctl:kv", '"nqn.2026-11.io.fxctl:kv\\n"'),
+     "inv.yaml:8: arrays[0].nqn: 'nqn.2026-11.io.fxctl:kv\\n' is not an NVMe Qualified Name: nqn.YYYY-MM."
+     "<reverse domain>[:<identifier>], lower-case domain, identifier of letters, digits and ._:@+-"),
+    *[(f"md chunk {chunk}", GOOD_HOSTS + ARRAY + f"    raid: {{chunk: {chunk}}}\n",
+       f"inv.yaml:13: arrays[0].raid.chunk: {shown} must be a power of two from 4K to 64M, such as 64K or 512K")
+      for chunk, shown in (("0", "0"), ("1000", "1000"), ("1.5K", "'1.5K'"), ("48K", "'48K'"), ("1T", "'1T'"),
+                           ("2K", "'2K'"))],
+    ("unknown serve key", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instance: 2\n",
+     "inv.yaml:7: serve.instance: unknown key; allowed here: hosts, profile, engine, model, tensor_parallel, "
+     "instances, port, max_num_seqs, l1_size, l2_size, l2_dir, python"),
+    ("empty drives", GOOD_HOSTS + ARRAY.replace("[{serial: SN1}, {serial: SN2}]", "[]"),
+     "inv.yaml:10: arrays[0].drives: needs at least 1 item(s)"),
+    ("role listed twice", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [target, target]}\n",
+     "inv.yaml:3: hosts.a.roles[1]: 'target' is listed twice"),
+    ("hosts as a list", "version: 1\nhosts: [a, b]\n",
+     "inv.yaml:2: hosts: must be a mapping, got a list"),
 ]
 
 
@@ -129,3 +164,60 @@ def test_defaults_apply_and_hosts_override():
     a, b = inventory.hosts["a"], inventory.hosts["b"]
     assert (a.user, a.sudo, a.port) == ("ops", True, 2222)
     assert (b.user, b.sudo, b.port) == ("root", True, 22)
+
+
+BOMB = """\
+version: 1
+a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_alias_bomb_is_refused_fast_with_its_line():
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory_text(BOMB, "inv.yaml")
+    assert time.monotonic() - started < 5
+    [problem] = [str(p) for p in info.value.problems]
+    assert problem.startswith("inv.yaml:") and "expands to more than 100000 values" in problem
+    assert info.value.exit_code == 2
+
+
+def test_self_referencing_alias_is_a_problem_not_a_recursion_error():
+    with pytest.raises(InventoryInvalid) as info:
+        load_inventory_text("version: 1\nhosts: &h\n  a: *h\n", "inv.yaml")
+    assert [str(p) for p in info.value.problems] == [
+        "inv.yaml:3: hosts.a: a YAML alias refers to a value that contains it (a cycle)"]
+
+
+def test_unknown_host_in_a_selection_is_bad_input(repo_root):
+    from fxctl.errors import BadInput
+
+    inventory = load_inventory(repo_root / "examples" / "inventory.yaml")
+    assert [h.name for h in inventory.select(["gpu1", "initiator"])] == ["gpu1", "gpu2"]
+    with pytest.raises(BadInput) as info:
+        inventory.select(["gpu1", "gpu9"])
+    assert "'gpu9'" in str(info.value) and info.value.exit_code == 2
+
+
+def test_serve_keys_not_set_are_none_and_set_ones_are_kept():
+    inventory = load_inventory_text(GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instances: 1\n  l1_size: 1G\n")
+    assert inventory.serve.instances == 1 and inventory.serve.port is None and inventory.serve.python is None
+    assert inventory.serve.set_fields() == {"hosts": ("i1",), "instances": 1, "l1_bytes": 1 << 30}
+
+
+def test_every_default_comes_from_the_model():
+    inventory = load_inventory_text(GOOD_HOSTS + ARRAY)
+    array = inventory.arrays[0]
+    assert (array.chunk_bytes, array.raid_name, array.fs_label, array.listen_port) == (65536, "kv", "kv", 4420)
+    assert array.mount_options == ("noatime", "logbsize=256k", "largeio", "swalloc")
+    assert (inventory.hosts["t1"].port, inventory.hosts["t1"].user) == (22, "root")

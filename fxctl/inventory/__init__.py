@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from fxctl.errors import BadInput
 from fxctl.inventory.model import Inventory, build_inventory
+from fxctl.inventory.problems import problems_of
 from fxctl.inventory.references import check_references
-from fxctl.inventory.schema import INVENTORY
 from fxctl.inventory.source import Document, Problem, SyntaxProblem, load_yaml_file, parse_yaml
 
 __all__ = ["Inventory", "Problem", "InventoryInvalid", "load_inventory", "validate_document", "check_file"]
@@ -27,7 +29,10 @@ class InventoryInvalid(BadInput):
 def validate_document(doc: Document) -> list[Problem]:
     problems = [doc.problem(path, f"duplicate key (also on an earlier line); line {line} wins")
                 for path, line in doc.duplicates]
-    INVENTORY.check(doc, doc.data, (), problems)
+    try:
+        build_inventory(Path(doc.file), doc.data)
+    except ValidationError as exc:
+        problems += problems_of(exc, doc, Inventory)
     problems += check_references(doc)
     problems.sort(key=lambda p: (p.line or 0, p.key))
     return problems

@@ -1,117 +1,238 @@
-"""The validated inventory as plain dataclasses: what the rest of fxctl reads."""
+"""The inventory's shapes, each declared once: its keys, types, limits and defaults.
+
+Reading a file validates it against these shapes (fxctl.inventory.problems maps each error to file:line);
+the validated objects are what the rest of fxctl reads. A key the file does not set takes the default
+written here and nowhere else.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from pathlib import Path
+from typing import Any
 
-from fxctl.inventory.validators import parse_size
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-DEFAULT_CONNECT = {  # cache-tier defaults: fail fast rather than hang I/O forever
-    "nr_io_queues": 8, "queue_size": 128, "keep_alive_tmo": 5, "ctrl_loss_tmo": 60,
-    "reconnect_delay": 2, "fast_io_fail_tmo": 5, "tos": -1,
-}
-DEFAULT_MOUNT_OPTIONS = ("noatime", "logbsize=256k", "largeio", "swalloc")
+from fxctl.errors import BadInput
+from fxctl.inventory import validators as v
+from fxctl.inventory.fields import Bool, Str, between, checked, items, one_of, refuse, shape, size, unique
 
-
-@dataclass(frozen=True)
-class Host:
-    name: str
-    address: str
-    port: int = 22
-    user: str = "root"
-    key: str | None = None
-    host_key: str | None = None
-    known_hosts: str | None = None
-    sudo: bool = False
-    connect_timeout: int = 10
-    roles: tuple[str, ...] = ()
-    hostnqn: str | None = None
-    hostid: str | None = None
+ROLES = ("target", "initiator", "server", "client")
+Name = checked(v.name)
+Port = between(1, 65535)
+Seconds = between(0, 86400)
+Priority = between(0, 7)
+Dscp = between(0, 63)
 
 
-@dataclass(frozen=True)
+@shape
+class HostOptions:
+    """What `defaults:` may set for every host; a host's own key wins."""
+
+    port: Port = 22
+    user: checked(v.user) = "root"
+    key: Str | None = None                 # private key file
+    known_hosts: Str | None = None         # known_hosts file that verifies the host key
+    sudo: Bool = False                     # run commands through sudo -n
+    connect_timeout: between(1, 600) = 10  # seconds
+
+
+@shape
+class HostEntry(HostOptions):
+    """A host as written under `hosts:`, keyed by its name."""
+
+    address: checked(v.host_address)       # management address (SSH)
+    host_key: checked(v.host_key) | None = None  # pinned: public key line or SHA256 fingerprint
+    roles: unique(one_of(*ROLES)) = ()
+    hostnqn: checked(v.nqn) | None = None  # NVMe host NQN of this initiator
+    hostid: Name | None = None             # NVMe host ID (UUID)
+    vars: dict[Name, Str] = Field(default_factory=dict)  # free-form labels, never sent to commands
+
+
+@shape
+class Host(HostEntry):
+    name: Str
+
+
+@shape
 class Drive:
-    serial: str | None = None
-    by_id: str | None = None
+    serial: checked(v.serial, Any) | None = None
+    by_id: checked(v.by_id_path) | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        present = [k for k in ("serial", "by_id") if getattr(self, k) is not None]
+        if len(present) != 1:
+            raise refuse("give exactly one of: serial, by_id" + (f" (found {', '.join(present)})" if present else ""))
+        if self.serial is not None:
+            object.__setattr__(self, "serial", str(self.serial))
+        return self
 
     @property
     def ref(self) -> str:
         return f"serial {self.serial}" if self.serial else self.by_id  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
+@shape
+class Listen:
+    address: checked(v.ip_address)
+    port: Port = 4420
+
+
+@shape
+class Connect:
+    """nvme connect parameters for the initiator; see README "Provision" for why these defaults."""
+
+    nr_io_queues: between(1, 1024) = 8
+    queue_size: between(16, 1024) = 128
+    keep_alive_tmo: Seconds = 5
+    ctrl_loss_tmo: between(-1, 86400) = 60
+    reconnect_delay: Seconds = 2
+    fast_io_fail_tmo: between(-1, 86400) = 5
+    tos: between(-1, 255) = -1
+
+
+@shape
+class Raid:
+    chunk: size(v.md_chunk) = 64 << 10  # bytes
+    metadata: one_of("1.2") = "1.2"
+    name: Name | None = None             # the array's name when not given
+
+
+@shape
+class Filesystem:
+    mount: checked(v.mount_point)
+    type: one_of("xfs") = "xfs"
+    label: Name | None = None            # the array's name (12 characters at most) when not given
+    options: unique(checked(v.mount_option)) = ("noatime", "logbsize=256k", "largeio", "swalloc")
+
+
+@shape
 class ArraySpec:
-    name: str
-    target: str
-    nqn: str
-    listen_address: str
-    drives: tuple[Drive, ...]
-    initiators: tuple[str, ...]
-    mount: str
-    transport: str = "rdma"
-    listen_port: int = 4420
-    connect: dict = field(default_factory=lambda: dict(DEFAULT_CONNECT))
-    chunk_bytes: int = 64 * 1024
-    metadata: str = "1.2"
-    raid_name: str = ""
-    fs_label: str = ""
-    mount_options: tuple[str, ...] = DEFAULT_MOUNT_OPTIONS
+    name: Name
+    target: Name                         # host that exports the drives
+    nqn: checked(v.nqn)                  # subsystem NQN
+    listen: Listen
+    drives: items(Drive, min_items=1)
+    initiators: unique(Name, min_items=1)
+    filesystem: Filesystem
+    transport: one_of("rdma", "tcp") = "rdma"
+    connect: Connect = Connect()
+    raid: Raid = Raid()
+
+    listen_address = property(lambda self: self.listen.address)
+    listen_port = property(lambda self: self.listen.port)
+    chunk_bytes = property(lambda self: self.raid.chunk)
+    metadata = property(lambda self: self.raid.metadata)
+    raid_name = property(lambda self: self.raid.name or self.name)
+    fs_label = property(lambda self: (self.filesystem.label or self.name)[:12])
+    mount = property(lambda self: self.filesystem.mount)
+    mount_options = property(lambda self: self.filesystem.options)
 
 
-@dataclass(frozen=True)
-class InterfaceSpec:
-    host: str
-    netdev: str | None = None
-    rdma_device: str | None = None
-    address: str | None = None
-    soft_roce: bool = False
+@shape
+class InterfaceEntry:
+    netdev: checked(v.ifname) | None = None
+    rdma_device: checked(v.rdma_device) | None = None
+    address: checked(v.ip_interface) | None = None
+    soft_roce: Bool = False              # create a Soft-RoCE (rxe) device on the netdev
 
 
-@dataclass(frozen=True)
+@shape(kw_only=False)
+class InterfaceSpec(InterfaceEntry):
+    host: Str
+
+
+@shape
+class Cnp:
+    dscp: Dscp = 48
+    priority: Priority = 6
+
+
+@shape
 class NetworkSpec:
-    interfaces: tuple[InterfaceSpec, ...]
-    driver: str = "auto"
-    pfc_priority: int = 3
-    dscp_map: tuple[tuple[int, int], ...] = ((26, 3), (48, 6))
-    trust: str = "dscp"
-    ets: tuple[int, ...] = ()
-    ecn: bool = True
-    cnp_dscp: int = 48
-    cnp_priority: int = 6
-    roce_tos: int = 106
-    mtu: int = 9000
-    global_pause: bool = False
+    interfaces: dict[Name, items(InterfaceEntry, min_items=1)]
+    driver: one_of("auto", "dcb", "mlx5", "bnxt") = "auto"
+    pfc_priority: Priority = 3
+    dscp_map: dict[Dscp, Priority] = ((26, 3), (48, 6))  # read as sorted (dscp, priority) pairs
+    trust: one_of("dscp", "pcp") = "dscp"
+    ets: tuple[between(0, 100), ...] = ()
+    ecn: Bool = True
+    cnp: Cnp = Cnp()
+    roce_tos: between(0, 255) = 106
+    mtu: between(1280, 9216) = 9000
+    global_pause: Bool = False
+
+    cnp_dscp = property(lambda self: self.cnp.dscp)
+    cnp_priority = property(lambda self: self.cnp.priority)
+
+    @field_validator("interfaces", mode="after")
+    @classmethod
+    def _per_host(cls, value: dict) -> tuple[InterfaceSpec, ...]:
+        return tuple(InterfaceSpec(host=host, **_fields(item)) for host, items in value.items() for item in items)
+
+    @field_validator("dscp_map", mode="after")
+    @classmethod
+    def _pairs(cls, value: dict) -> tuple[tuple[int, int], ...]:
+        return tuple(sorted(value.items()))
 
 
-@dataclass(frozen=True)
+@shape
 class ServeSpec:
-    hosts: tuple[str, ...]
-    profile: str | None = None
-    engine: str = "vllm"
-    model: str | None = None
-    tensor_parallel: int | None = None
-    instances: int = 1
-    port: int = 8000
-    max_num_seqs: int | None = None
-    l1_bytes: int | None = None
-    l2_bytes: int | None = None
-    l2_dir: str | None = None
-    python: str = "python3"
+    """Every optional key is None when the file does not set it: profile -> inventory -> CLI merge by
+    "what was set" (`spec.set_fields()`), never by comparing with a default."""
+
+    hosts: unique(Name, min_items=1)
+    profile: Name | None = None
+    engine: one_of("vllm", "sim") | None = None
+    model: checked(v.model) | None = None
+    tensor_parallel: between(1, 64) | None = None
+    instances: between(1, 64) | None = None
+    port: Port | None = None
+    max_num_seqs: between(1, 4096) | None = None
+    l1_bytes: size() | None = Field(None, validation_alias="l1_size")
+    l2_bytes: size() | None = Field(None, validation_alias="l2_size")
+    l2_dir: checked(v.mount_point) | None = None
+    python: Str | None = None            # python interpreter of the serving environment
+
+    def set_fields(self) -> dict[str, Any]:
+        """The fields the inventory set, by field name (l1_bytes, not l1_size)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
-@dataclass(frozen=True)
+@shape
 class Inventory:
-    path: Path
-    hosts: dict[str, Host]
-    groups: dict[str, tuple[str, ...]]
+    version: one_of(1)
+    defaults: HostOptions = HostOptions()
+    hosts: dict[Name, HostEntry]         # read as Host, with the name and `defaults` filled in
+    groups: dict[Name, unique(Name)] = Field(default_factory=dict)
     arrays: tuple[ArraySpec, ...] = ()
     network: NetworkSpec | None = None
     serve: ServeSpec | None = None
-    lab: dict = field(default_factory=dict)
+    lab: dict[Name, Any] = Field(default_factory=dict)  # facts written by fxctl lab
+    path: Path = dataclasses.field(default=Path("<inventory>"), init=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        """Fill each host's unset keys from `defaults` (only valid defaults: their errors are reported once)."""
+        if not (isinstance(data, dict) and isinstance(data.get("hosts"), dict) and data.get("defaults")):
+            return data
+        try:
+            TypeAdapter(HostOptions).validate_python(data["defaults"])
+        except ValidationError:
+            return data
+        hosts = {name: {**data["defaults"], **raw} if isinstance(raw, dict) else raw
+                 for name, raw in data["hosts"].items()}
+        return {**data, "hosts": hosts}
+
+    @field_validator("hosts", mode="after")
+    @classmethod
+    def _named(cls, value: dict) -> dict[str, Host]:
+        return {name: Host(name=name, **_fields(entry)) for name, entry in value.items()}
 
     def select(self, names_or_groups: list[str] | None = None) -> list[Host]:
-        """Hosts by name, group or role; all hosts when nothing is asked."""
+        """Hosts by name, group or role; all hosts when nothing is asked. An unknown name is BadInput."""
         if not names_or_groups:
             return list(self.hosts.values())
         chosen: dict[str, Host] = {}
@@ -119,65 +240,25 @@ class Inventory:
             names = self.groups.get(item) or [h.name for h in self.hosts.values() if item in h.roles]
             if item in self.hosts:
                 names = [item]
+            if not names and item not in self.groups:
+                raise BadInput(f"no host, group or role is named '{item}'",
+                               f"hosts: {', '.join(self.hosts)}" + (f"; groups: {', '.join(self.groups)}"
+                                                                    if self.groups else ""))
             for name in names:
                 chosen[name] = self.hosts[name]
         return list(chosen.values())
 
 
-def build_host(name: str, raw: dict, defaults: dict) -> Host:
-    merged = {**defaults, **raw}
-    return Host(name=name, address=merged["address"], port=merged.get("port", 22),
-                user=merged.get("user", "root"), key=merged.get("key"), host_key=merged.get("host_key"),
-                known_hosts=merged.get("known_hosts"), sudo=merged.get("sudo", False),
-                connect_timeout=merged.get("connect_timeout", 10), roles=tuple(merged.get("roles", ())),
-                hostnqn=merged.get("hostnqn"), hostid=merged.get("hostid"))
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
 
 
-def build_array(raw: dict) -> ArraySpec:
-    raid = raw.get("raid", {})
-    fs = raw["filesystem"]
-    return ArraySpec(
-        name=raw["name"], target=raw["target"], nqn=raw["nqn"], transport=raw.get("transport", "rdma"),
-        listen_address=raw["listen"]["address"], listen_port=raw["listen"].get("port", 4420),
-        drives=tuple(Drive(serial=str(d["serial"]) if "serial" in d else None, by_id=d.get("by_id"))
-                     for d in raw["drives"]),
-        initiators=tuple(raw["initiators"]), connect={**DEFAULT_CONNECT, **raw.get("connect", {})},
-        chunk_bytes=parse_size(raid.get("chunk", "64K")) or 65536, metadata=raid.get("metadata", "1.2"),
-        raid_name=raid.get("name", raw["name"]), fs_label=fs.get("label", raw["name"])[:12],
-        mount=fs["mount"], mount_options=tuple(fs.get("options", DEFAULT_MOUNT_OPTIONS)))
+def build_inventory(path: Path, data: Any) -> Inventory:
+    """The validated inventory; raises pydantic's ValidationError (see fxctl.inventory.problems)."""
+    inventory = TypeAdapter(Inventory).validate_python(data)
+    object.__setattr__(inventory, "path", path)
+    return inventory
 
 
-def build_network(raw: dict) -> NetworkSpec:
-    interfaces = tuple(InterfaceSpec(host=host, netdev=i.get("netdev"), rdma_device=i.get("rdma_device"),
-                                     address=i.get("address"), soft_roce=i.get("soft_roce", False))
-                       for host, items in raw["interfaces"].items() for i in items)
-    cnp = raw.get("cnp", {})
-    dscp_map = raw.get("dscp_map", {26: 3, 48: 6})
-    return NetworkSpec(
-        interfaces=interfaces, driver=raw.get("driver", "auto"), pfc_priority=raw.get("pfc_priority", 3),
-        dscp_map=tuple(sorted((int(k), int(p)) for k, p in dscp_map.items())), trust=raw.get("trust", "dscp"),
-        ets=tuple(raw.get("ets", ())), ecn=raw.get("ecn", True), cnp_dscp=cnp.get("dscp", 48),
-        cnp_priority=cnp.get("priority", 6), roce_tos=raw.get("roce_tos", 106), mtu=raw.get("mtu", 9000),
-        global_pause=raw.get("global_pause", False))
-
-
-def build_serve(raw: dict) -> ServeSpec:
-    return ServeSpec(
-        hosts=tuple(raw["hosts"]), profile=raw.get("profile"), engine=raw.get("engine", "vllm"),
-        model=raw.get("model"), tensor_parallel=raw.get("tensor_parallel"), instances=raw.get("instances", 1),
-        port=raw.get("port", 8000), max_num_seqs=raw.get("max_num_seqs"),
-        l1_bytes=parse_size(raw["l1_size"]) if "l1_size" in raw else None,
-        l2_bytes=parse_size(raw["l2_size"]) if "l2_size" in raw else None,
-        l2_dir=raw.get("l2_dir"), python=raw.get("python", "python3"))
-
-
-def build_inventory(path: Path, data: dict) -> Inventory:
-    defaults = data.get("defaults", {})
-    hosts = {name: build_host(name, raw, defaults) for name, raw in data["hosts"].items()}
-    groups = {name: tuple(members) for name, members in data.get("groups", {}).items()}
-    return Inventory(
-        path=path, hosts=hosts, groups=groups,
-        arrays=tuple(build_array(a) for a in data.get("arrays", [])),
-        network=build_network(data["network"]) if "network" in data else None,
-        serve=build_serve(data["serve"]) if "serve" in data else None,
-        lab=dict(data.get("lab", {})))
+def build_network(data: Any) -> NetworkSpec:
+    return TypeAdapter(NetworkSpec).validate_python(data)

@@ -62,12 +62,14 @@ def parse_yaml(text: str, file: str) -> Document:
         line = mark.line + 1 if mark else None
         reason = getattr(exc, "problem", None) or str(exc)
         raise SyntaxProblem(Problem(file, line, "", f"invalid YAML: {reason}")) from None
+    except RecursionError:
+        raise SyntaxProblem(Problem(file, None, "", "invalid YAML: nested too deeply")) from None
     doc = Document(file=file, data=None)
     if node is None:
         doc.data = {}
         return doc
     doc.lines[()] = node.start_mark.line + 1
-    doc.data = _walk(node, (), doc)
+    doc.data = _Walk(doc).value(node, ())
     return doc
 
 
@@ -88,25 +90,53 @@ class SyntaxProblem(Exception):
 
 
 _constructor = yaml.SafeLoader("")
+MAX_VALUES = 100_000  # keys, items and scalars after aliases are expanded; a real inventory has a few hundred
 
 
-def _walk(node: yaml.Node, path: Path_, doc: Document) -> Any:
-    if isinstance(node, yaml.MappingNode):
+class _Walk:
+    """Composed YAML nodes as plain data, recording lines; aliases are followed, but a cycle or an
+    expansion past MAX_VALUES (an alias bomb) is a problem at the line that uses it, found without
+    building the expansion."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+        self.count = 0
+        self.inside: set[int] = set()  # ids of the collections being walked: a cycle comes back to one
+
+    def value(self, node: yaml.Node, path: Path_) -> Any:
+        self.count += 1
+        if self.count > MAX_VALUES:
+            raise self._refuse(path, f"the document expands to more than {MAX_VALUES} values "
+                                     "(YAML aliases repeating a large value?)")
+        if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            return _constructor.construct_object(node, deep=True)
+        if id(node) in self.inside:
+            raise self._refuse(path, "a YAML alias refers to a value that contains it (a cycle)")
+        self.inside.add(id(node))
+        try:
+            return self._mapping(node, path) if isinstance(node, yaml.MappingNode) else self._sequence(node, path)
+        finally:
+            self.inside.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict:
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = _walk(key_node, path, doc)
+            key = self.value(key_node, path)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 key = str(key)
             child = path + (key,)
             if key in out:
-                doc.duplicates.append((child, key_node.start_mark.line + 1))
-            doc.lines[child] = key_node.start_mark.line + 1
-            out[key] = _walk(value_node, child, doc)
+                self.doc.duplicates.append((child, key_node.start_mark.line + 1))
+            self.doc.lines[child] = key_node.start_mark.line + 1
+            out[key] = self.value(value_node, child)
         return out
-    if isinstance(node, yaml.SequenceNode):
+
+    def _sequence(self, node: yaml.SequenceNode, path: Path_) -> list:
         items = []
         for index, item in enumerate(node.value):
-            doc.lines[path + (index,)] = item.start_mark.line + 1
-            items.append(_walk(item, path + (index,), doc))
+            self.doc.lines.setdefault(path + (index,), item.start_mark.line + 1)
+            items.append(self.value(item, path + (index,)))
         return items
-    return _constructor.construct_object(node, deep=True)
+
+    def _refuse(self, path: Path_, message: str) -> SyntaxProblem:
+        return SyntaxProblem(Problem(self.doc.file, self.doc.line_of(path), key_name(path), message))

@@ -14,22 +14,22 @@ from typing import Any, Callable
 Validator = Callable[[Any], "str | None"]
 
 _NQN_LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
-NQN_RE = re.compile(rf"^nqn\.[0-9]{{4}}-(0[1-9]|1[0-2])\.{_NQN_LABEL}(\.{_NQN_LABEL})*(:[A-Za-z0-9._:@+-]+)?$")
+NQN_RE = re.compile(rf"nqn\.[0-9]{{4}}-(0[1-9]|1[0-2])\.{_NQN_LABEL}(\.{_NQN_LABEL})*(:[A-Za-z0-9._:@+-]+)?")
 NQN_MAX = 223  # bytes, NVMe base specification
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$")
-RDMA_DEV_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
-BY_ID_RE = re.compile(r"^/dev/disk/by-id/[A-Za-z0-9][A-Za-z0-9._:+@-]*$")
-SERIAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
-HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-MOUNT_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
-MOUNT_OPTION_RE = re.compile(r"^[A-Za-z0-9_.:-]+(=[A-Za-z0-9_.:/@-]+)?$")
-MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:-]{0,199}$")
+IFNAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}")
+RDMA_DEV_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
+BY_ID_RE = re.compile(r"/dev/disk/by-id/[A-Za-z0-9][A-Za-z0-9._:+@-]*")
+SERIAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+HOSTNAME_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+MOUNT_RE = re.compile(r"(/[A-Za-z0-9._-]+)+")
+MOUNT_OPTION_RE = re.compile(r"[A-Za-z0-9_.:-]+(=[A-Za-z0-9_.:/@-]+)?")
+MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@:-]{0,199}")
 HOST_KEY_LINE_RE = re.compile(
-    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) [A-Za-z0-9+/]+={0,2}( \S.*)?$")
-FINGERPRINT_RE = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}=?$")
-SIZE_RE = re.compile(r"^([0-9]+(\.[0-9]+)?)\s*([KMGTP]?)(i?B)?$", re.IGNORECASE)
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) [A-Za-z0-9+/]+={0,2}( \S.*)?")
+FINGERPRINT_RE = re.compile(r"SHA256:[A-Za-z0-9+/]{43}=?")
+SIZE_RE = re.compile(r"([0-9]+(\.[0-9]+)?)\s*([KMGTP]?)(i?B)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
@@ -38,22 +38,25 @@ def nqn(value: Any) -> str | None:
         return "must be a string NQN such as nqn.2026-11.io.example:array1"
     if len(value.encode()) > NQN_MAX:
         return f"is longer than {NQN_MAX} bytes"
-    if not NQN_RE.match(value):
+    if not NQN_RE.fullmatch(value):
         return ("is not an NVMe Qualified Name: nqn.YYYY-MM.<reverse domain>[:<identifier>], "
                 "lower-case domain, identifier of letters, digits and ._:@+-")
     return None
 
 
 def ip_address(value: Any) -> str | None:
+    text = str(value)
     try:
-        ipaddress.ip_address(str(value))
+        ipaddress.ip_address(text)
     except ValueError:
         return "must be an IPv4 or IPv6 address"
+    if "%" in text and not IFNAME_RE.fullmatch(text.partition("%")[2]):
+        return "must be an IPv4 or IPv6 address (an IPv6 zone is an interface name)"  # ipaddress takes any zone
     return None
 
 
 def ip_interface(value: Any) -> str | None:
-    if not isinstance(value, str) or "/" not in value:
+    if not isinstance(value, str) or "/" not in value or ip_address(value.partition("/")[0]):
         return "must be an address with a prefix length, such as 198.51.100.11/24"
     try:
         ipaddress.ip_interface(value)
@@ -63,68 +66,76 @@ def ip_interface(value: Any) -> str | None:
 
 
 def host_address(value: Any) -> str | None:
-    if isinstance(value, str) and (ip_address(value) is None or HOSTNAME_RE.match(value)):
+    """An IP address or a DNS name; a name whose last label is all digits ("12345", "10.0.0.256") is
+    neither (RFC 3696: a top-level domain is never all-numeric), so it is refused rather than resolved."""
+    if not isinstance(value, str):
+        return "must be an IP address or a DNS host name"
+    if ip_address(value) is None:
         return None
+    if HOSTNAME_RE.fullmatch(value) and not value.rpartition(".")[2].isdigit():
+        return None
+    if value.replace(".", "").isdigit():
+        return "is neither an IP address nor a DNS host name (all digits, but not a valid IPv4 address)"
     return "must be an IP address or a DNS host name"
 
 
 def ifname(value: Any) -> str | None:
-    if isinstance(value, str) and IFNAME_RE.match(value) and value not in (".", ".."):
+    if isinstance(value, str) and IFNAME_RE.fullmatch(value) and value not in (".", ".."):
         return None
     return "must be a network interface name: 1-15 of letters, digits and _.:- (not starting with - or .)"
 
 
 def rdma_device(value: Any) -> str | None:
-    if isinstance(value, str) and RDMA_DEV_RE.match(value):
+    if isinstance(value, str) and RDMA_DEV_RE.fullmatch(value):
         return None
     return "must be an RDMA device name such as mlx5_0 or rxe0"
 
 
 def by_id_path(value: Any) -> str | None:
-    if isinstance(value, str) and BY_ID_RE.match(value) and ".." not in value:
+    if isinstance(value, str) and BY_ID_RE.fullmatch(value) and ".." not in value:
         return None
     return "must be a /dev/disk/by-id/ path (never /dev/nvmeXnY, which changes across boots)"
 
 
 def serial(value: Any) -> str | None:
-    if isinstance(value, (str, int)) and SERIAL_RE.match(str(value)):
+    if isinstance(value, (str, int)) and SERIAL_RE.fullmatch(str(value)):
         return None
     return "must be a drive serial: 1-40 of letters, digits and ._-"
 
 
 def name(value: Any) -> str | None:
-    if isinstance(value, str) and NAME_RE.match(value):
+    if isinstance(value, str) and NAME_RE.fullmatch(value):
         return None
     return "must be a name: 1-63 of letters, digits and _.- starting with a letter or digit"
 
 
 def user(value: Any) -> str | None:
-    if isinstance(value, str) and USER_RE.match(value):
+    if isinstance(value, str) and USER_RE.fullmatch(value):
         return None
     return "must be a POSIX user name (lower-case letters, digits, _ and -)"
 
 
 def mount_point(value: Any) -> str | None:
-    if isinstance(value, str) and MOUNT_RE.match(value) and "/../" not in value + "/" and \
+    if isinstance(value, str) and MOUNT_RE.fullmatch(value) and "/../" not in value + "/" and \
             "/./" not in value + "/":
         return None
     return "must be an absolute path other than / (letters, digits and ._-), such as /mnt/kvtier"
 
 
 def mount_option(value: Any) -> str | None:
-    if isinstance(value, str) and MOUNT_OPTION_RE.match(value):
+    if isinstance(value, str) and MOUNT_OPTION_RE.fullmatch(value):
         return None
     return "must be a mount option such as noatime or logbsize=256k"
 
 
 def model(value: Any) -> str | None:
-    if isinstance(value, str) and MODEL_RE.match(value):
+    if isinstance(value, str) and MODEL_RE.fullmatch(value):
         return None
     return "must be a model name or path such as Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"
 
 
 def host_key(value: Any) -> str | None:
-    if isinstance(value, str) and (HOST_KEY_LINE_RE.match(value) or FINGERPRINT_RE.match(value)):
+    if isinstance(value, str) and (HOST_KEY_LINE_RE.fullmatch(value) or FINGERPRINT_RE.fullmatch(value)):
         return None
     return "must be an OpenSSH public key line ('ssh-ed25519 AAAA...') or a fingerprint 'SHA256:...'"
 
@@ -137,7 +148,7 @@ def parse_size(value: Any) -> int | None:
         return value if value >= 0 else None
     if not isinstance(value, str):
         return None
-    match = SIZE_RE.match(value.strip())
+    match = SIZE_RE.fullmatch(value)
     if not match:
         return None
     return int(float(match.group(1)) * _UNITS[match.group(3).upper()])
@@ -146,4 +157,17 @@ def parse_size(value: Any) -> int | None:
 def size(value: Any) -> str | None:
     if parse_size(value) is None:
         return "must be a size in bytes or with a binary unit, such as 64K, 8GiB or 2TiB"
+    return None
+
+
+MD_CHUNK_MIN = 4 << 10   # md works in pages: a chunk below 4 KiB is refused by the kernel
+MD_CHUNK_MAX = 64 << 20  # far above any useful RAID0 chunk; mdadm takes --chunk in whole KiB
+
+
+def md_chunk(value: Any) -> str | None:
+    """An md RAID chunk: a power of two from 4K to 64M (mdadm --chunk is in KiB, so 1000 bytes would
+    become --chunk=0K)."""
+    bytes_ = parse_size(value)
+    if bytes_ is None or not MD_CHUNK_MIN <= bytes_ <= MD_CHUNK_MAX or bytes_ & (bytes_ - 1):
+        return "must be a power of two from 4K to 64M, such as 64K or 512K"
     return None

@@ -30,7 +30,7 @@ def arrays_of(arrays: tuple[ArraySpec, ...], host: Host) -> list[ArraySpec]:
 
 
 def connect_spec(array: ArraySpec) -> nvme_host.ConnectSpec:
-    options = tuple((key, array.connect[key]) for key in nvme_host.CONNECT_OPTIONS if key in array.connect)
+    options = tuple((key, getattr(array.connect, key)) for key in nvme_host.CONNECT_OPTIONS)
     return nvme_host.ConnectSpec(nqn=array.nqn, transport=array.transport, address=array.listen_address,
                                  port=array.listen_port, options=options,
                                  members=tuple(naming.member_path(array, d) for d in array.drives))
