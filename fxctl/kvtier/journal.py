@@ -4,6 +4,11 @@ A chunk counts as stored only once its PUT record is in the journal, and that re
 chunk's bytes. A record cut short by a crash fails its checksum: replay stops there and the tail is cut
 off, so a restart finds exactly the chunks whose records were whole. Every `checkpoint` writes the whole
 index to a new manifest (write, fsync, rename) and starts a new journal generation.
+
+A manifest is only ever replaced by rename, so one that fails its checks is damage (a bad disk, a stray
+write), not a crash. Recovery does not raise on it: it keeps the manifest's records whose own checksums hold
+(up to the first damaged one), replays every journal left on disk over them, and says so in
+`manifest_damage`; the owner then checkpoints to write a whole manifest again.
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ class Journal:
         self.records_since_checkpoint = 0
         self.torn_bytes = 0
         self.leftovers_removed: list[str] = []
+        self.manifest_damage = ""   # why the manifest could not be read whole; "" when it could
         self._fd = -1
         self._length = 0
 
@@ -94,41 +100,67 @@ class Journal:
         """Read the manifest and replay the journal; returns the index in insertion order."""
         index: dict[str, ChunkLocation] = {}
         manifest = os.path.join(self.directory, "manifest")
+        generations = [self.generation]
         if os.path.exists(manifest):
             self.generation, index = self._read_manifest(manifest)
-        path = self._journal_path(self.generation)
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                data = f.read()
-            records, good = decode_all(data)
-            self.torn_bytes = len(data) - good
-            if self.torn_bytes:
-                log.warning("kvtier journal %s: cut %d bytes of torn tail after %d whole records",
-                            path, self.torn_bytes, len(records))
-                os.truncate(path, good)
-            for op, key, loc in records:
-                if op == OP_PUT:
-                    index.pop(key, None)
-                    index[key] = loc
-                else:
-                    index.pop(key, None)
-            self.records_since_checkpoint = len(records)
+            generations = [self.generation]
+            if self.manifest_damage:  # which journal it named is unknown: replay all, oldest first
+                generations = self._journal_generations() or [self.generation]
+                self.generation = generations[-1]
+        self.records_since_checkpoint = 0
+        for generation in generations:
+            self._replay(self._journal_path(generation), index)
         self._remove_leftovers()
         self._open_journal()
         return index
 
-    def _read_manifest(self, path: str) -> tuple[int, dict[str, ChunkLocation]]:
+    def _replay(self, path: str, index: dict[str, ChunkLocation]) -> None:
+        if not os.path.exists(path):
+            return
         with open(path, "rb") as f:
             data = f.read()
+        records, good = decode_all(data)
+        torn = len(data) - good
+        if torn:
+            log.warning("kvtier journal %s: cut %d bytes of torn tail after %d whole records",
+                        path, torn, len(records))
+            os.truncate(path, good)
+        self.torn_bytes += torn
+        for op, key, loc in records:
+            index.pop(key, None)
+            if op == OP_PUT:
+                index[key] = loc
+        self.records_since_checkpoint += len(records)
+
+    def _journal_generations(self) -> list[int]:
+        names = (n.partition(".")[2] for n in os.listdir(self.directory) if n.startswith("journal."))
+        return sorted(int(g) for g in names if g.isdigit())
+
+    def _read_manifest(self, path: str) -> tuple[int, dict[str, ChunkLocation]]:
+        """The manifest's generation and index; a damaged one gives what is intact (see the module's doc)."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            return self._damaged(path, f"unreadable ({exc})", b"")
+        if len(data) < _MANIFEST_HEAD.size:
+            return self._damaged(path, f"{len(data)} bytes, shorter than its header", b"")
         magic, _version, generation, count, crc = _MANIFEST_HEAD.unpack_from(data, 0)
         body = data[_MANIFEST_HEAD.size:]
-        if magic != MANIFEST_MAGIC or zlib.crc32(body) != crc:
-            # the manifest is only ever replaced by rename, so this is damage, not a crash
-            raise OSError(f"kvtier manifest {path} is damaged")
+        if magic != MANIFEST_MAGIC:
+            return self._damaged(path, "bad magic number", body)
         records, good = decode_all(body)
-        if good != len(body) or len(records) != count:
-            raise OSError(f"kvtier manifest {path} is damaged")
+        if zlib.crc32(body) != crc or good != len(body) or len(records) != count:
+            return self._damaged(path, f"checksum fails, {len(records)} of {count} records whole", body)
         return generation, {key: loc for _op, key, loc in records if loc is not None}
+
+    def _damaged(self, path: str, why: str, body: bytes) -> tuple[int, dict[str, ChunkLocation]]:
+        records, _good = decode_all(body)
+        index = {key: loc for _op, key, loc in records if loc is not None}
+        self.manifest_damage = why
+        log.error("kvtier manifest %s is damaged (%s): kept %d records whose checksums hold, replaying the "
+                  "journals on them; chunks it indexed beyond those are lost (misses)", path, why, len(index))
+        return self.generation, index
 
     def _journal_path(self, generation: int) -> str:
         return os.path.join(self.directory, f"journal.{generation}")

@@ -82,11 +82,15 @@ class L2Tier:
                 dropped += 1
                 continue
             self.index[key] = L2Entry(loc)
+        damage = self.journal.manifest_damage
         self.recovery = {"chunks": len(self.index), "dropped": dropped, "torn_bytes": self.journal.torn_bytes,
-                         "leftovers_removed": list(self.journal.leftovers_removed),
+                         "leftovers_removed": list(self.journal.leftovers_removed), "manifest_damaged": damage,
                          "seconds": round(time.perf_counter() - t0, 4)}
         if dropped:
             log.warning("kvtier L2: %d indexed chunks point outside the segment files; dropped", dropped)
+        if damage:  # counted once; a whole manifest replaces the damaged one now, not at the next checkpoint
+            self.metrics.add("l2_manifest_damaged")
+            self.checkpoint_locked()
 
     # -- lookups ----------------------------------------------------------------------------------
     def contains(self, key: str) -> bool:

@@ -43,7 +43,7 @@ class TierStore:
         self.metrics = TierMetrics()
         self.pool = BufferPool()
         self.l1 = DramPool(cfg.l1_bytes, cfg.protected_share)
-        self.l2 = L2Tier(cfg, self.metrics, self.pool) if cfg.l2_bytes > 0 and cfg.l2_path else None
+        self.l2 = self._open_l2() if cfg.l2_bytes > 0 and cfg.l2_path else None
         self._lock = threading.Lock()
         self._pins: Counter[str] = Counter()
         self._pending: dict[str, PendingWrite] = {}
@@ -56,6 +56,16 @@ class TierStore:
                          for i in range(max(1, cfg.write_threads) if self.l2 else 0)]
         for t in self._writers:
             t.start()
+
+    def _open_l2(self) -> L2Tier | None:
+        """L2, or None when its directory cannot be opened: the engine then serves from L1 alone, counted
+        (`l2_open_failures`) and logged, rather than failing to start."""
+        try:
+            return L2Tier(self.cfg, self.metrics, self.pool)
+        except OSError as exc:
+            self.metrics.add("l2_open_failures")
+            log.error("kvtier: cannot open L2 at %s (%s); serving from L1 only", self.cfg.l2_path, exc)
+            return None
 
     # -- put --------------------------------------------------------------------------------------
     def put(self, key: str, data, meta: bytes = b"", release: Callable[[], None] | None = None) -> bool:
