@@ -111,7 +111,8 @@ CASES = [
     ("mount with a trailing newline", GOOD_HOSTS + ARRAY.replace("/mnt/kv}", '"/mnt/kv\\n"}'),
      "inv.yaml:12: arrays[0].filesystem.mount: '/mnt/kv\\n' must be an absolute path other than / "
      "(letters, digits and ._-), such as /mnt/kvtier"),
-    ("NQN with a trailing newline", GOOD_HOSTS + ARRAY.replace("nqn.2026-11.io.fxctl:kv", '"nqn.2026-11.io.fxctl:kv\\n"'),
+    ("NQN with a trailing newline",
+     GOOD_HOSTS + ARRAY.replace("nqn.2026-11.io.fxctl:kv", '"nqn.2026-11.io.fxctl:kv\\n"'),
      "inv.yaml:8: arrays[0].nqn: 'nqn.2026-11.io.fxctl:kv\\n' is not an NVMe Qualified Name: nqn.YYYY-MM."
      "<reverse domain>[:<identifier>], lower-case domain, identifier of letters, digits and ._:@+-"),
     *[(f"md chunk {chunk}", GOOD_HOSTS + ARRAY + f"    raid: {{chunk: {chunk}}}\n",
