@@ -24,15 +24,26 @@ class BlockDevices(Fact):
             if device.get("type") != "disk":
                 continue
             children = [c.get("path") or f"/dev/{c.get('name')}" for c in device.get("children") or []]
+            held = [f"{c.get('path') or c.get('name')}" + (f" (mounted at {c['mountpoint']})"
+                                                         if c.get("mountpoint") else f" ({c.get('type')})")
+                    for c in _descendants(device) if c.get("mountpoint") or c.get("type") != "part"]
             path = device.get("path") or f"/dev/{device['name']}"
             disks[path] = {
                 "path": path, "serial": (device.get("serial") or "").strip() or None,
                 "size": int(device.get("size") or 0), "fstype": device.get("fstype"),
                 "label": device.get("label"), "pttype": device.get("pttype"),
                 "mountpoint": device.get("mountpoint"), "children": children,
+                "held_by": held,  # what keeps it open: a mount, an md or dm device (a bare partition does not)
                 "model": (device.get("model") or "").strip() or None,
             }
         return disks
+
+
+def _descendants(device: dict) -> list[dict]:
+    found = []
+    for child in device.get("children") or []:
+        found += [child, *_descendants(child)]
+    return found
 
 
 class DiskById(Fact):

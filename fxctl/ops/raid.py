@@ -85,6 +85,11 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         if not wipe:
             held = ", ".join(f"{m} (md {blocks[m].get('name')})" for m in foreign + ours)
             raise Refused(f"members carry another md superblock: {held}; pass --wipe to erase them")
+        active = [f"{m} by /dev/{h['md']} ({h['state'] or 'running'})" for m in layout.members
+                  for h in (holders or {}).get(m, []) if h["state"] != "inactive"]
+        if active:  # --zero-superblock would erase members one by one and stop at the first held one
+            raise Refused(f"--wipe erases all members or none, and some are held: {', '.join(active)}; "
+                          "nothing was wiped: stop that array first")
         yield sh("mdadm", "--zero-superblock", *(foreign + ours))
     yield sh("mdadm", "--create", layout.device, "--level=0", f"--raid-devices={len(layout.members)}",
              f"--chunk={chunk_arg(layout.chunk_bytes)}", f"--metadata={layout.metadata}",

@@ -143,5 +143,23 @@ class TargetRecipe:
         if not self.wipe:
             raise Refused(f"{device}: {reason}; refusing to export it. Pass --wipe to erase it "
                           "(the inventory names it by serial or ID)")
+        if busy := busy_drives(array, facts):
+            raise Refused(f"--wipe erases all of {array.name}'s drives or none, and {'; '.join(busy)}: "
+                          "nothing was wiped; release them first")
         yield sh("wipefs", "--all", device)
         return None
+
+
+def busy_drives(array: ArraySpec, facts: dict) -> list[str]:
+    """Each of the array's drives that a wipe would fail on (mounted, or held by md or dm), with why."""
+    busy = []
+    for drive in array.drives:
+        try:
+            device = resolve_drive(drive, facts["disks"], facts["links"])
+        except Refused:
+            continue
+        disk = facts["disks"].get(facts["links"].get(device, device), {})
+        held = ([f"mounted at {disk['mountpoint']}"] if disk.get("mountpoint") else []) + disk.get("held_by", [])
+        if held:
+            busy.append(f"{device} is in use: {', '.join(held)}")
+    return busy
