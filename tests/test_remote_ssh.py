@@ -6,7 +6,7 @@ import pytest
 
 from fxctl.errors import RemoteError
 from fxctl.remote import sh
-from fxctl.remote.hostkeys import fingerprint
+from fxctl.remote.hostkeys import fetch_host_key, fingerprint
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import run_on_hosts
 from fxctl.remote.session import CommandFailed, open_session
@@ -66,7 +66,10 @@ def test_changed_host_key_in_known_hosts_is_refused(ssh_world, tmp_path):
     known.write_text(f"[127.0.0.1]:{server.port} {' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n")
     with pytest.raises(RemoteError) as info:
         open_session(host_for(ssh_world, known_hosts=str(known)))
+    offered = fingerprint(fetch_host_key("127.0.0.1", server.port))
     assert "CHANGED" in info.value.message
+    assert f"offers ssh-ed25519 {offered}" in info.value.message and str(known) in info.value.message
+    assert "fxctl inventory trust" in info.value.hint
 
 
 def test_pinned_key_and_fingerprint_accepted_and_wrong_pin_refused(ssh_world, tmp_path):

@@ -74,13 +74,18 @@ def default_known_hosts() -> Path:
     return Path(os.path.expanduser("~/.ssh/known_hosts"))
 
 
+def known_hosts_path(known_hosts: str | None) -> Path:
+    """The known_hosts file a host is verified against: its own, else ~/.ssh/known_hosts."""
+    return Path(os.path.expanduser(known_hosts)) if known_hosts else default_known_hosts()
+
+
 def configure_client(client: paramiko.SSHClient, host_name: str, pinned: str | None,
                      known_hosts: str | None) -> None:
     """Set up `client` to verify the server: pinned key if given, else the known_hosts file."""
     if pinned:
         client.set_missing_host_key_policy(PinnedKeyPolicy(host_name, pinned))
         return
-    path = Path(os.path.expanduser(known_hosts)) if known_hosts else default_known_hosts()
+    path = known_hosts_path(known_hosts)
     if path.exists():
         try:
             client.load_host_keys(str(path))

@@ -16,7 +16,7 @@ import paramiko
 from fxctl.errors import RemoteError
 from fxctl.inventory.model import Host
 from fxctl.remote.command import AsArgument, Command, mask_secrets, sh
-from fxctl.remote.hostkeys import configure_client
+from fxctl.remote.hostkeys import configure_client, fingerprint, known_hosts_name, known_hosts_path
 from fxctl.remote.journal import RunJournal
 
 TAIL_LINES = 20
@@ -163,10 +163,14 @@ def open_session(host: Host, *, journal: RunJournal | None = None) -> HostSessio
         raise
     except paramiko.BadHostKeyException as exc:
         conn.close()
-        raise RemoteError(f"{host.name}: host key CHANGED: {host.address}:{host.port} offers a different "
-                          f"{exc.key.get_name()} key than known_hosts holds",
-                          "if the host was really reinstalled, remove its old line from known_hosts "
-                          "and trust the new key explicitly") from None
+        known = known_hosts_path(host.known_hosts)
+        raise RemoteError(f"{host.name}: host key CHANGED: {host.address}:{host.port} offers "
+                          f"{exc.key.get_name()} {fingerprint(exc.key)}, but {known} holds "
+                          f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}",
+                          "if the host was really reinstalled, check the offered fingerprint out of band, "
+                          f"remove the old line (ssh-keygen -R '{known_hosts_name(host.address, host.port)}' "
+                          f"-f {known}) and run `fxctl inventory trust {host.name}`; "
+                          "otherwise treat this as an attack") from None
     except paramiko.AuthenticationException as exc:
         conn.close()
         raise RemoteError(f"{host.name}: authentication failed as {host.user}: {exc}",
