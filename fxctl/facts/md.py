@@ -7,9 +7,19 @@ from fxctl.facts import export_sections
 from fxctl.remote.command import script
 
 _DETAIL = r"""
-test -e "$1" || exit 4
-mdadm --detail --export "$1" || exit 5
-md=$(basename "$(readlink -f "$1")")
+dev=$1
+if ! test -e "$dev"; then
+  # udev removes /dev/md/NAME when a member goes away: find the running array by its UUID instead
+  dev=
+  for b in /sys/block/md*; do
+    test -n "$2" && test -e "$b" || continue
+    if mdadm --detail --export "/dev/${b##*/}" 2>/dev/null | grep -qx "MD_UUID=$2"; then dev=/dev/${b##*/}; break; fi
+  done
+  test -n "$dev" || exit 4
+  echo "FOUND_AT=$dev"
+fi
+mdadm --detail --export "$dev" || exit 5
+md=$(basename "$(readlink -f "$dev")")
 for a in level chunk_size raid_disks array_state metadata_version; do
   printf 'SYSFS_%s=%s\n' "$a" "$(cat "/sys/block/$md/md/$a" 2>/dev/null)"
 done
@@ -21,15 +31,17 @@ def parse_export(stdout: str) -> dict[str, str]:
 
 
 class MdDetail(Fact):
-    """An md array's state, or None when the device does not exist."""
+    """An md array's state, or None when it is not running. Found by its device path or, when that link
+    is gone, by its UUID (mdadm form); "device" is then where it was found, else None."""
 
     ok_codes = (0, 4, 5)
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, uuid: str | None = None):
         self.device = device
+        self.uuid = uuid
 
     def command(self):
-        return script(_DETAIL, self.device)
+        return script(_DETAIL, self.device, self.uuid or "")
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict | None:
         if exit_code in (4, 5):
@@ -44,7 +56,18 @@ class MdDetail(Fact):
             "members": [dev for _, dev in members],
             "chunk_bytes": int(raw["SYSFS_chunk_size"]) if raw.get("SYSFS_chunk_size", "").isdigit() else None,
             "array_state": raw.get("SYSFS_array_state") or None,
+            "device": raw.get("FOUND_AT"),
         }
+
+
+def md_degraded(detail: dict) -> str | None:
+    """What is wrong with a running RAID0 whose members went away (the kernel says "broken"), or None."""
+    problems = []
+    if detail.get("array_state") in ("broken", "inactive", "suspended"):
+        problems.append(f"array_state {detail['array_state']}")
+    if detail.get("devices") and len(detail["members"]) < detail["devices"]:
+        problems.append(f"{len(detail['members'])} of {detail['devices']} members present")
+    return ", ".join(problems) or None
 
 
 class MdExamine(Fact):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from fxctl.engine.plan import Operation
+from fxctl.engine.plan import Operation, Refused
 from fxctl.ops.files import ensure_file, ensure_line, with_managed_line
 from fxctl.remote.command import script, sh
 
@@ -95,11 +95,20 @@ def wait_for(paths: tuple[str, ...], seconds: int = 30):
 
 
 def ensure_connected(spec: ConnectSpec, controllers: list[dict], present: list[str]) -> Operation:
+    """Connected, with every namespace present. A controller that is reconnecting (connecting, resetting)
+    is a degraded path, not a pending change: a disconnect would delete it, and with it a RAID0 member
+    that would have come back by itself, so it is refused with what is wrong. Only a dead one is replaced."""
     found = live_controllers(spec, controllers)
     live = [c for c in found if c["state"] == "live"]
     missing = [m for m in spec.members if m not in present]
     if live and not missing:
         return f"connected ({live[0]['name']} live), {len(spec.members)} namespaces present"
+    waiting = [c for c in found if c["state"] not in ("live", "dead")]
+    if waiting and not live:
+        states = ", ".join(f"{c['name']} {c['state']}" for c in waiting)
+        raise Refused(f"degraded: the path to {spec.address}:{spec.port} is down ({states}); the kernel keeps "
+                      "reconnecting until ctrl_loss_tmo, and fxctl leaves the controller alone (a disconnect "
+                      "would remove a RAID0 member). Check the link and the target, then run again")
     if found and not live:
         yield sh("nvme", "disconnect", "--nqn", spec.nqn)
     if not live:

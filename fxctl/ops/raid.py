@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fxctl.engine.plan import Operation, Refused
+from fxctl.facts.md import md_degraded
 from fxctl.ops.files import ensure_line, with_managed_line
 from fxctl.remote.command import sh
 
@@ -55,6 +56,16 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
     """The md array is running over exactly the planned members; assembled again if it exists on them.
     `running` is MdScan's value: an array of ours that udev assembled under another name is renamed."""
     wanted = [resolved.get(m, m) for m in layout.members]
+    if detail is not None and (problem := md_degraded(detail)):
+        raise Refused(f"{detail.get('device') or layout.device} (md UUID {layout.md_uuid}) is degraded: {problem}. "
+                      "RAID0 has no redundancy, so it serves no I/O until every member is back; fxctl does not "
+                      "stop, assemble or recreate it. A path that is down rejoins when its controller "
+                      "reconnects; a member whose controller was removed (ctrl_loss_tmo ran out) does not: "
+                      "once its namespace is back, unmount, `mdadm --stop` the array and provision again: the members "
+                      "keep their superblocks, so it is assembled, not recreated (writes in flight are lost)")
+    if detail is not None and detail.get("device") not in (None, layout.device):
+        running = {**(running or {}), layout.md_uuid: detail["device"]}  # its /dev/md/NAME link is gone
+        detail = None
     if detail is None:
         yield from release_partial_arrays(layout, holders or {})
     elsewhere = (running or {}).get(layout.md_uuid)

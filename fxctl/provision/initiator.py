@@ -102,7 +102,7 @@ class RaidRecipe:
         facts = {"links": DiskById(), "running": MdScan()}
         for array in arrays_of(self.arrays, host):
             plan = layout(array)
-            facts[f"{array.name}:md"] = MdDetail(plan.device)
+            facts[f"{array.name}:md"] = MdDetail(plan.device, plan.md_uuid)
             facts[f"{array.name}:examine"] = MdExamine(list(plan.members))
             facts[f"{array.name}:holders"] = MemberHolders(list(plan.members))
         return facts

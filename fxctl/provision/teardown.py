@@ -40,7 +40,7 @@ def ensure_md_stopped(device: str, detail: dict | None, superblocks: dict[str, d
     if detail is None and not marked:
         return f"{device} is not running" + (" and no member holds a superblock" if wipe else "")
     if detail is not None:
-        yield sh("mdadm", "--stop", device)
+        yield sh("mdadm", "--stop", detail.get("device") or device)  # found by UUID when the link is gone
     if marked:
         yield sh("mdadm", "--zero-superblock", *marked)
     return None
@@ -66,7 +66,7 @@ class InitiatorTeardown:
         for array in arrays_of(self.arrays, host):
             facts[f"{array.name}:mount"] = Mount(array.mount)
             facts[f"{array.name}:users"] = MountUsers(array.mount)
-            facts[f"{array.name}:md"] = MdDetail(naming.md_device(array))
+            facts[f"{array.name}:md"] = MdDetail(naming.md_device(array), naming.md_uuid_mdadm(array))
             facts[f"{array.name}:examine"] = MdExamine(list(layout(array).members))
         return facts
 

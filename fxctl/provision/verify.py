@@ -8,7 +8,7 @@ import re
 
 from fxctl.engine.fact import gather_facts
 from fxctl.facts.blockdev import Mount
-from fxctl.facts.md import MdDetail
+from fxctl.facts.md import MdDetail, md_degraded
 from fxctl.facts.nvme_host import NvmeControllers
 from fxctl.facts.xfs import XfsGeometry
 from fxctl.inventory.model import ArraySpec, Host
@@ -46,7 +46,8 @@ def parse_read_bandwidth(stdout: str) -> float | None:
 
 def check_array(session, array: ArraySpec) -> list[dict]:
     device = naming.md_device(array)
-    facts = gather_facts(session, {"controllers": NvmeControllers(), "md": MdDetail(device),
+    facts = gather_facts(session, {"controllers": NvmeControllers(),
+                                   "md": MdDetail(device, naming.md_uuid_mdadm(array)),
                                    "xfs": XfsGeometry(array.mount), "mount": Mount(array.mount)})
     members = len(array.drives)
     mine = [c for c in facts["controllers"] if c["nqn"] == array.nqn]
@@ -56,8 +57,9 @@ def check_array(session, array: ArraySpec) -> list[dict]:
         ("controller live", bool(mine) and all(c["state"] == "live" for c in mine),
          ", ".join(f"{c['name']} {c['state']} {c['transport']}" for c in mine) or "not connected"),
         ("md complete", bool(md) and md["level"] == "raid0" and len(md["members"]) == members
-         and md["chunk_bytes"] == array.chunk_bytes,
-         f"{md['level']} {len(md['members'])}/{members} members, chunk {md['chunk_bytes']}" if md else "absent"),
+         and md["chunk_bytes"] == array.chunk_bytes and not md_degraded(md),
+         f"{md['level']} {len(md['members'])}/{members} members, chunk {md['chunk_bytes']}"
+         + (f"; DEGRADED: {md_degraded(md)}" if md_degraded(md) else "") if md else "absent"),
         ("xfs geometry", xfs.get("sunit") == sunit and xfs.get("swidth") == sunit * members,
          f"sunit={xfs.get('sunit')} swidth={xfs.get('swidth')} (want {sunit}/{sunit * members}) blocks"),
         ("mounted", bool(mount) and mount["fstype"] == "xfs", f"{mount['source']} on {mount['target']}"
