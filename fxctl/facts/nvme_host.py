@@ -5,15 +5,21 @@ from __future__ import annotations
 from fxctl.engine.fact import Fact
 from fxctl.remote.command import script
 
+TIMEOUTS = ("ctrl_loss_tmo", "reconnect_delay", "fast_io_fail_tmo")  # path-loss timeouts in sysfs (5.11+)
+
 
 class NvmeControllers(Fact):
-    """Every NVMe controller: name, subsystem NQN, state, transport, address (sysfs, not nvme-cli)."""
+    """Every NVMe controller: name, subsystem NQN, state, transport, address and path-loss timeouts (sysfs,
+    not nvme-cli). A timeout reads as its sysfs text ("off" for -1), or None where this kernel lacks it."""
 
     def command(self):
         return script(r"""for c in /sys/class/nvme/nvme*; do
 test -d "$c" || continue
 printf '%s' "${c##*/}"
 for a in subsysnqn state transport address; do printf '\t%s' "$(cat "$c/$a" 2>/dev/null | tr '\n' ' ')"; done
+for a in ctrl_loss_tmo reconnect_delay fast_io_fail_tmo; do
+  if test -e "$c/$a"; then printf '\t%s' "$(cat "$c/$a" 2>/dev/null)"; else printf '\t-'; fi
+done
 echo; done; true""")
 
     def parse(self, stdout: str, exit_code: int = 0) -> list[dict]:
@@ -23,8 +29,10 @@ echo; done; true""")
             if len(fields) < 5:
                 continue
             name, nqn, state, transport, address = (f.strip() for f in fields[:5])
+            timeouts = [f.strip() for f in fields[5:8]]
             controllers.append({"name": name, "nqn": nqn, "state": state, "transport": transport,
-                                "address": parse_address(address)})
+                                "address": parse_address(address),
+                                **{key: (None if value == "-" else value) for key, value in zip(TIMEOUTS, timeouts)}})
         return controllers
 
 

@@ -81,15 +81,15 @@ class Listen:
 
 @shape
 class Connect:
-    """nvme connect parameters for the initiator; see README "Provision" for why these defaults."""
+    """nvme connect parameters for the initiator; README "Path loss" says why these defaults."""
 
     nr_io_queues: between(1, 1024) = 8
     queue_size: between(16, 1024) = 128
     keep_alive_tmo: Seconds = 5
-    ctrl_loss_tmo: between(-1, 86400) = 60
-    reconnect_delay: Seconds = 2
-    fast_io_fail_tmo: between(-1, 86400) = 5
-    tos: between(-1, 255) = -1
+    ctrl_loss_tmo: between(-1, 86400) = -1    # reconnect forever: a deleted controller is a lost RAID0 member
+    reconnect_delay: between(1, 86400) = 2    # seconds between attempts
+    fast_io_fail_tmo: between(-1, 86400) = 5  # fail I/O after this while reconnecting goes on; -1: queue it
+    tos: between(-1, 255) = -1                # -1: the kernel's default
 
 
 @shape

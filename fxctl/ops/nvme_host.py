@@ -19,6 +19,9 @@ CONNECT_OPTIONS = {
     "reconnect_delay": "--reconnect-delay", "ctrl_loss_tmo": "--ctrl-loss-tmo",
     "fast_io_fail_tmo": "--fast_io_fail_tmo", "tos": "--tos",
 }
+# what the kernel also takes through /sys/class/nvme/nvmeX/<key> on a live controller (Linux 5.11+);
+# reconnect_delay first: the kernel turns ctrl_loss_tmo into a count of reconnect_delay attempts
+SYSFS_OPTIONS = ("reconnect_delay", "ctrl_loss_tmo", "fast_io_fail_tmo")
 
 
 @dataclass(frozen=True)
@@ -29,13 +32,93 @@ class ConnectSpec:
     port: int
     options: tuple[tuple[str, int], ...]   # (inventory key, value), in CONNECT_OPTIONS order
     members: tuple[str, ...]                # /dev/disk/by-id/nvme-uuid.* paths that must appear
+    sysfs: tuple[tuple[str, int], ...] = ()  # options nvme-cli lacks, written to sysfs after connecting
 
 
 def supported(spec: ConnectSpec, accepted: list[str]) -> tuple[ConnectSpec, list[str]]:
-    """The spec without the options this nvme-cli lacks, and the names of those dropped."""
+    """The spec with the options this nvme-cli lacks moved to sysfs where the kernel takes them there,
+    and the inventory keys that can be applied neither way (a tos of -1, the kernel default, needs nothing)."""
     keep = tuple((k, v) for k, v in spec.options if CONNECT_OPTIONS[k] in accepted)
-    dropped = [CONNECT_OPTIONS[k] for k, _ in spec.options if CONNECT_OPTIONS[k] not in accepted]
-    return ConnectSpec(spec.nqn, spec.transport, spec.address, spec.port, keep, spec.members), dropped
+    lacking = [(k, v) for k, v in spec.options if CONNECT_OPTIONS[k] not in accepted and not (k == "tos" and v < 0)]
+    sysfs = tuple((k, v) for k, v in lacking if k in SYSFS_OPTIONS)
+    unapplied = [k for k, _ in lacking if k not in SYSFS_OPTIONS]
+    return ConnectSpec(spec.nqn, spec.transport, spec.address, spec.port, keep, spec.members, sysfs), unapplied
+
+
+def check_applicable(spec: ConnectSpec, unapplied: list[str]) -> Operation:
+    """Every connect parameter reaches the kernel, or the plan is refused naming the one that cannot."""
+    if unapplied:
+        raise Refused(f"this nvme-cli lacks {', '.join(CONNECT_OPTIONS[k] for k in unapplied)}, so connect."
+                      f"{', connect.'.join(unapplied)} cannot be applied: upgrade nvme-cli, or remove the key "
+                      "from the inventory to accept the kernel default")
+    if spec.sysfs:
+        return f"nvme connect; {', '.join(k for k, _ in spec.sysfs)} through sysfs (this nvme-cli lacks the option)"
+    return "all through nvme connect"
+    yield  # a generator: checks only, never a command
+
+
+def attr_write(path: str, value: int):
+    return sh("printf", "%s\\n", str(value)).write_to(path)
+
+
+def sysfs_value(key: str, value: int) -> str:
+    """The text the kernel shows for a timeout: "off" for -1 (ctrl_loss_tmo: forever, fast_io_fail_tmo:
+    never fail I/O early)."""
+    return "off" if value < 0 else str(value)
+
+
+def ensure_timeouts(spec: ConnectSpec, wanted: dict[str, int], controllers: list[dict]) -> Operation:
+    """A live controller has the inventory's path-loss timeouts; they are changed through sysfs in place
+    (no reconnect). A controller connected at boot by nvmf-autoconnect lacks what nvme-cli could not pass."""
+    live = [c for c in live_controllers(spec, controllers) if c["state"] == "live"]
+    if not live:
+        return "no live controller yet (set when connecting)"
+    unreadable = []
+    for controller in live:
+        for key in SYSFS_OPTIONS:
+            current = controller.get(key, "")
+            if current == "" or key not in wanted:
+                continue  # not read (an older fact) or not asked for
+            if current is None:
+                unreadable.append(key)
+                continue
+            value = wanted[key]
+            if key == "ctrl_loss_tmo" and value > 0:  # the kernel keeps whole reconnect_delay attempts
+                delay = max(wanted.get("reconnect_delay", 1), 1)
+                value = -(-value // delay) * delay
+            if current != sysfs_value(key, value):
+                yield attr_write(f"/sys/class/nvme/{controller['name']}/{key}", wanted[key])
+    if unreadable and any(k in dict(spec.sysfs) for k in unreadable):
+        raise Refused(f"this kernel has no /sys/class/nvme/*/{'/'.join(sorted(set(unreadable)))} and this "
+                      f"nvme-cli lacks the option: connect.{', connect.'.join(sorted(set(unreadable)))} cannot be "
+                      "applied; upgrade nvme-cli or the kernel (5.11+), or set it to the kernel default (-1 for "
+                      "fast_io_fail_tmo)")
+    return f"{', '.join(c['name'] for c in live)}: " + ", ".join(
+        f"{k} {sysfs_value(k, wanted[k])}" for k in SYSFS_OPTIONS if k in wanted)
+
+
+_SET_TIMEOUTS = r"""
+nqn=$1; shift
+for c in /sys/class/nvme/nvme*; do
+  test "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" || continue
+  while [ $# -ge 2 ]; do
+    if ! test -e "$c/$1"; then
+      echo "${c##*/}: this kernel has no $c/$1 (and nvme-cli lacks the option): connect.$1 cannot be applied" >&2
+      exit 1
+    fi
+    echo "$2" > "$c/$1" || exit 1
+    shift 2
+  done
+  exit 0
+done
+echo "no controller for $nqn" >&2; exit 1
+"""
+
+
+def set_timeouts(spec: ConnectSpec):
+    """After connecting: write what nvme-cli could not pass into the new controller's sysfs."""
+    pairs = [str(part) for key, value in spec.sysfs for part in (key, value)]
+    return script(_SET_TIMEOUTS, spec.nqn, *pairs, description="path-loss timeouts through sysfs")
 
 
 def connect_args(spec: ConnectSpec) -> list[str]:
@@ -113,6 +196,8 @@ def ensure_connected(spec: ConnectSpec, controllers: list[dict], present: list[s
         yield sh("nvme", "disconnect", "--nqn", spec.nqn)
     if not live:
         yield sh("nvme", "connect", "--nqn", spec.nqn, *connect_args(spec))
+        if spec.sysfs:
+            yield set_timeouts(spec)
     yield wait_for(spec.members)
     return None
 

@@ -74,14 +74,15 @@ class ConnectRecipe:
         steps = []
         discovery = facts["discovery"]
         for array in arrays_of(self.arrays, host):
-            spec, dropped = nvme_host.supported(connect_spec(array), facts["options"])
+            spec, unapplied = nvme_host.supported(connect_spec(array), facts["options"])
+            timeouts = {k: getattr(array.connect, k) for k in nvme_host.SYSFS_OPTIONS}
             steps += [
-                Step(f"{array.name}: connect options", reason=(
-                    f"this nvme-cli lacks {', '.join(dropped)}: left at the kernel default" if dropped
-                    else "all supported")),
+                run_operation(f"{array.name}: connect options", nvme_host.check_applicable(spec, unapplied)),
                 run_operation(f"{array.name}: modules", nvme_host.ensure_modules(array.transport, facts["modules"])),
                 run_operation(f"{array.name}: connect", nvme_host.ensure_connected(
                     spec, facts["controllers"], facts["members"])),
+                run_operation(f"{array.name}: path-loss timeouts", nvme_host.ensure_timeouts(
+                    spec, timeouts, facts["controllers"])),
                 run_operation(f"{array.name}: autoconnect entry", nvme_host.ensure_autoconnect(
                     spec, naming.marker(array), discovery)),
             ]
