@@ -114,3 +114,15 @@ def test_shipped_playbooks_are_valid(repo_root):
     assert {p.stem for p in books} >= {"acceptance", "lab-demo", "teardown"}
     for path in books:
         assert load_playbook(path, builtins={"run_dir": "/tmp/x"}).stages
+
+
+def test_playbook_shape_errors_have_lines_and_a_list_is_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nname: x\nstages:\n  - name: a\n    fxctl: [inventory]\n    timeout: '10'\n")
+    with pytest.raises(BadInput) as info:
+        load_playbook(bad)
+    assert f"{bad}:6: stages[0].timeout: must be an integer, got a string" in info.value.message
+    bad.write_text("- version: 1\n")
+    with pytest.raises(BadInput) as info:
+        load_playbook(bad)
+    assert f"{bad}:1: must be a mapping, got a list" in info.value.message

@@ -1,15 +1,18 @@
-"""Playbook files: YAML validated with the inventory's schema machinery (file, line, key, what's allowed)."""
+"""Playbook files: one shape per section (pydantic, as the inventory), problems with file, line and key."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from fxctl.errors import BadInput
-from fxctl.inventory.source import Document, Problem, SyntaxProblem, load_yaml_file
-from fxctl.inventory.spec import Checked, Field, ListOf, MapOf, OneOf, Scalar, Struct
+from fxctl.inventory.fields import Bool, Str, between, checked, items, one_of, refuse, shape
+from fxctl.inventory.problems import problems_of
+from fxctl.inventory.source import Document, SyntaxProblem, load_yaml_file
 from fxctl.inventory.validators import name as valid_name
 from fxctl.run.measures import OPS, REDUCERS, parse_path
 
@@ -24,65 +27,61 @@ def _path_ok(value: Any) -> str | None:
     return None
 
 
-CHECK = Struct({
-    "measure": Field(Scalar(str), required=True, doc="what the number means, shown in the report"),
-    "path": Field(Scalar(str, _path_ok), required=True, doc="where in the stage's JSON output"),
-    "reduce": Field(OneOf(tuple(REDUCERS))),
-    "equals": Field(Checked(lambda v: None)),
-    "op": Field(OneOf(tuple(OPS)), required=True),
-    "value": Field(Checked(lambda v: None), required=True),
-    "unit": Field(Scalar(str)),
-})
-
-STAGE = Struct({
-    "name": Field(Scalar(str, valid_name), required=True),
-    "description": Field(Scalar(str)),
-    "fxctl": Field(ListOf(Checked(lambda v: None if isinstance(v, (str, int, float)) else "must be a string"),
-                          min_items=1), required=True, doc="the fxctl command line, without `fxctl`"),
-    "inventory": Field(Scalar(str), doc="inventory for this stage (default: the run's)"),
-    "json": Field(Scalar(bool), doc="add -o json (default true); JSON output is always kept for the gate"),
-    "timeout": Field(Scalar(int, minimum=1, maximum=86400)),
-    "ok_codes": Field(ListOf(Scalar(int, minimum=0, maximum=255))),
-    "gate": Field(Struct({"name": Field(Scalar(str), required=True),
-                          "checks": Field(ListOf(CHECK, min_items=1), required=True)})),
-})
-
-PLAYBOOK = Struct({
-    "version": Field(OneOf((1,)), required=True),
-    "name": Field(Scalar(str, valid_name), required=True),
-    "description": Field(Scalar(str)),
-    "vars": Field(MapOf(Scalar(str, valid_name), Checked(lambda v: None if isinstance(v, (str, int, float))
-                                                          else "must be a string or number"))),
-    "stages": Field(ListOf(STAGE, min_items=1), required=True),
-})
+def _scalar(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise refuse("must be a string or number")
+    return value
 
 
-@dataclass(frozen=True)
+Scalar = Annotated[Any, AfterValidator(_scalar)]
+
+
+@shape
 class Check:
-    measure: str
-    path: str
-    op: str
+    measure: Str                         # what the number means, shown in the report
+    path: checked(_path_ok)              # where in the stage's JSON output
+    op: one_of(*OPS)
     value: Any
-    reduce: str = "first"
+    reduce: one_of(*REDUCERS) = "first"
     equals: Any = None
-    unit: str = ""
+    unit: Str = ""
 
 
-@dataclass(frozen=True)
+@shape
+class Gate:
+    name: Str
+    checks: items(Check, min_items=1)
+
+
+@shape
 class Stage:
-    name: str
-    argv: tuple[str, ...]
-    description: str = ""
-    inventory: str | None = None
-    json: bool = True
-    timeout: int = 3600
-    ok_codes: tuple[int, ...] = (0,)
-    gate_name: str | None = None
-    checks: tuple[Check, ...] = ()
+    name: checked(valid_name)
+    fxctl: items(Scalar, min_items=1)    # the fxctl command line, without `fxctl`
+    description: Str = ""
+    inventory: Str | None = None         # inventory for this stage (default: the run's)
+    json: Bool = True                    # add -o json; JSON output is always kept for the gate
+    timeout: between(1, 86400) = 3600
+    ok_codes: tuple[between(0, 255), ...] = (0,)
+    gate: Gate | None = None
+
+    argv = property(lambda self: tuple(str(a) for a in self.fxctl))
+    checks = property(lambda self: self.gate.checks if self.gate else ())
+    gate_name = property(lambda self: self.gate.name if self.gate else None)
+
+
+@shape
+class PlaybookFile:
+    version: one_of(1)
+    name: checked(valid_name)
+    description: Str = ""
+    vars: dict[checked(valid_name), Scalar] = Field(default_factory=dict)
+    stages: items(Stage, min_items=1)
 
 
 @dataclass(frozen=True)
 class Playbook:
+    """A playbook with its variables substituted."""
+
     path: Path
     name: str
     description: str
@@ -133,33 +132,35 @@ def load_playbook(path: Path, overrides: dict[str, str] | None = None, builtins:
         doc = load_yaml_file(path)
     except SyntaxProblem as exc:
         raise BadInput(str(exc.problem)) from None
-    problems: list[Problem] = []
-    PLAYBOOK.check(doc, doc.data, (), problems)
-    names = [s.get("name") for s in doc.data.get("stages", []) if isinstance(s, dict)]
+    problems = [doc.problem(where, f"duplicate key (also on an earlier line); line {line} wins")
+                for where, line in doc.duplicates]
+    try:
+        book = TypeAdapter(PlaybookFile).validate_python(doc.data)
+    except ValidationError as exc:
+        problems += problems_of(exc, doc, PlaybookFile)
+    stages = doc.data.get("stages") if isinstance(doc.data, dict) else None
+    names = [s.get("name") for s in stages if isinstance(s, dict)] if isinstance(stages, list) else []
     for index, stage_name in enumerate(names):
         if stage_name in names[:index]:
             problems.append(doc.problem(("stages", index, "name"), f"stage {stage_name!r} is defined twice"))
     if problems:
+        problems.sort(key=lambda p: (p.line or 0, p.key))
         raise BadInput(f"{path}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems),
                        "fix the playbook; see playbooks/ for examples")
-    variables = resolve_variables({**(builtins or {}), **doc.data.get("vars", {}), **(overrides or {})}, str(path))
-    return build(path, doc, variables)
+    variables = resolve_variables({**(builtins or {}), **book.vars, **(overrides or {})}, str(path))
+    return build(path, doc, book, variables)
 
 
-def build(path: Path, doc: Document, variables: dict) -> Playbook:
+def build(path: Path, doc: Document, book: PlaybookFile, variables: dict) -> Playbook:
+    """The playbook with ${var} substituted in command lines, inventories and gate checks."""
     stages = []
-    for index, raw in enumerate(doc.data["stages"]):
-        where = f"{path}:{doc.line_of(('stages', index))}: stage {raw['name']}"
-        gate = raw.get("gate") or {}
+    for index, stage in enumerate(book.stages):
+        where = f"{path}:{doc.line_of(('stages', index))}: stage {stage.name}"
         sub = lambda v, where=where: coerce(substitute(v, variables, where)) if isinstance(v, str) else v  # noqa: E731
-        checks = tuple(Check(measure=substitute(c["measure"], variables, where),
-                             path=substitute(c["path"], variables, where), op=c["op"], value=sub(c["value"]),
-                             reduce=c.get("reduce", "first"), equals=sub(c.get("equals")), unit=c.get("unit", ""))
-                       for c in gate.get("checks", []))
-        stages.append(Stage(
-            name=raw["name"], argv=tuple(substitute(str(a), variables, where) for a in raw["fxctl"]),
-            description=raw.get("description", ""),
-            inventory=substitute(raw["inventory"], variables, where) if "inventory" in raw else None,
-            json=raw.get("json", True), timeout=raw.get("timeout", 3600),
-            ok_codes=tuple(raw.get("ok_codes", [0])), gate_name=gate.get("name"), checks=checks))
-    return Playbook(path, doc.data["name"], doc.data.get("description", ""), tuple(stages), variables)
+        gate = stage.gate and replace(stage.gate, checks=tuple(
+            replace(c, measure=substitute(c.measure, variables, where), path=substitute(c.path, variables, where),
+                    value=sub(c.value), equals=sub(c.equals)) for c in stage.gate.checks))
+        stages.append(replace(
+            stage, fxctl=tuple(substitute(str(a), variables, where) for a in stage.fxctl), gate=gate,
+            inventory=substitute(stage.inventory, variables, where) if stage.inventory else None))
+    return Playbook(path, book.name, book.description, tuple(stages), variables)
