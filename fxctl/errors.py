@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     CHANGES_PENDING = 3    # --check found changes that apply would make
     NOT_CONVERGED = 4      # apply ran, but gathering facts again still plans changes
     NOT_IMPLEMENTED = 5    # the command exists but its feature is not built yet
+    SLO_NOT_MET = 6        # the measurements ran, and no point met the SLO (fxctl tune)
     INTERRUPTED = 130      # Ctrl-C
 
 

@@ -7,6 +7,7 @@ requests/s meeting every per-request SLO. Percentiles interpolate linearly (nump
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ class RequestRecord:
     model_e2el: float | None = None
     client: int = -1                  # closed loop: which client sent it
     queued: float = 0.0               # open loop with a cap: time waiting for a free slot before sending
+    index: int = -1                   # which prompt (completion workloads)
+    token_logprobs: list[float] | None = None   # when the workload asks for logprobs
 
     @property
     def tpot(self) -> float | None:
@@ -130,6 +133,11 @@ def on_model_clock(record: RequestRecord) -> RequestRecord:
                          record.queued)
 
 
+def impossible_latency(record: RequestRecord) -> bool:
+    """A latency below zero or not finite: a broken clock (the emulator's model time once went negative)."""
+    return any(v is not None and not (math.isfinite(v) and v >= 0) for v in (record.ttft, record.e2el, *record.itl))
+
+
 def summarize(records: list[RequestRecord], duration_s: float, limits: list[Limit] | None = None) -> dict:
     """The run's result with vLLM bench field names (plus p50/p90, goodput and errors)."""
     done = [r for r in records if r.ok]
@@ -151,6 +159,7 @@ def summarize(records: list[RequestRecord], duration_s: float, limits: list[Limi
         good = sum(1 for r in done if meets_request_slo(r, limits))
         result["request_goodput"] = good / duration_s if duration_s > 0 else 0.0
     result["mean_client_queue_ms"] = statistics.fmean([r.queued * 1000 for r in done]) if done else 0.0
+    result["invalid_latencies"] = sum(1 for r in done if impossible_latency(r))
     errors: dict[str, int] = {}
     for r in failed:
         errors[r.error[:120]] = errors.get(r.error[:120], 0) + 1
@@ -190,4 +199,11 @@ def tier_hit_rates(before: dict[str, float], after: dict[str, float]) -> dict[st
     hits = sum(v for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total")) - \
         sum(v for k, v in before.items() if k.startswith("vllm:prefix_cache_hits_total"))
     rates["hbm"] = {"hit_tokens": hits, "query_tokens": queries, "hit_rate": hits / queries if queries else None}
+    # vLLM's own count of prompt tokens its KV connector (LMCache, and so fxctl's tier) supplied
+    queries = sum(v for k, v in after.items() if k.startswith("vllm:external_prefix_cache_queries_total")) - \
+        sum(v for k, v in before.items() if k.startswith("vllm:external_prefix_cache_queries_total"))
+    hits = sum(v for k, v in after.items() if k.startswith("vllm:external_prefix_cache_hits_total")) - \
+        sum(v for k, v in before.items() if k.startswith("vllm:external_prefix_cache_hits_total"))
+    rates["external"] = {"hit_tokens": hits, "query_tokens": queries,
+                         "hit_rate": hits / queries if queries else None}
     return rates

@@ -38,7 +38,7 @@ def cli(ctx: click.Context, inventory_path, output_format, verbose, show_traceba
     \b
     Exit codes: 0 ok, 1 a host/step/gate failed, 2 bad input or usage,
     3 changes pending under --check, 4 not converged after apply,
-    5 not implemented yet, 130 interrupted.
+    5 not implemented yet, 6 no point met the SLO (tune), 130 interrupted.
     """
     logging.basicConfig(level=logging.DEBUG if verbose >= 2 else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -66,7 +66,7 @@ def command(app, target, profile, url, workload, slo, params, baseline, full, co
       fxctl tune --target sim --profile mi308x-qwen3-coder-480b-tp8 --workload cold-recovery \\
         --slo 'ttft_p50<=12s' --baseline no-offload
     """
-    from fxctl.errors import BadInput
+    from fxctl.errors import BadInput, ExitCode, FxError
     from fxctl.tune import tune
     from fxctl.tune.report import TABLE_HEADERS, table_rows, text_summary
     from fxctl.tune.run import TuneOptions
@@ -88,3 +88,9 @@ def command(app, target, profile, url, workload, slo, params, baseline, full, co
     summary = tune(options, run_dir=run_dir, resume=resume)
     emit(summary, app.output_format if app else "table", rows=table_rows(summary), headers=TABLE_HEADERS,
          text=text_summary(summary))
+    if summary["best"] is None:
+        invalid = sum(1 for t in summary["trials"] if t.get("invalid"))
+        raise FxError(f"no point met the SLO {summary['slo']} ({summary['trials_total']} trials"
+                      + (f", {invalid} invalid measurements" if invalid else "") + ")",
+                      f"see {summary['run_dir']}/trials.csv; relax the SLO or search other --param values",
+                      exit_code=ExitCode.SLO_NOT_MET)

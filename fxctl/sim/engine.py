@@ -114,11 +114,12 @@ class Engine:
             self._collect_loads()
 
     def next_event_delay(self) -> float | None:
-        """0 if a step can run now, the wait for the next transfer if only loads are pending, else None."""
-        if self.running or self.waiting:
+        """0 if a step can run now, else the wait for the next transfer or arrival; None if there is none."""
+        if self.running or (self.waiting and self.waiting[0].arrival <= self.now):
             return 0.0
-        ready = self.tiers.next_completion()
-        return None if ready is None else max(ready - self.now, 0.0)
+        events = [t for t in (self.tiers.next_completion(), self.waiting[0].arrival if self.waiting else None)
+                  if t is not None]
+        return max(min(events) - self.now, 0.0) if events else None
 
     # ---- scheduling ------------------------------------------------------------------------------
     def _schedule(self) -> list[tuple[SimRequest, int]]:
@@ -168,8 +169,12 @@ class Engine:
         self.waiting.appendleft(req)
 
     def _admit_waiting(self, budget: int, work: list[tuple[SimRequest, int]]) -> int:
+        """Admit waiting requests in order; one stamped after the clock (the HTTP runner resumed the engine at an
+        earlier arrival) waits for a step that starts after its arrival."""
         while self.waiting and budget > 0 and len(self.running) + len(self.loading) < self.max_num_seqs:
             req = self.waiting[0]
+            if req.arrival > self.now:
+                break
             hits = self._hbm_prefix(req)
             total_blocks = math.ceil(req.prefill_target / self.block_size)
             blocks = self.pool.acquire(hits, total_blocks - len(hits))

@@ -11,13 +11,14 @@ from fxctl.tune.store import write_json
 
 CSV_FIELDS = ("settings", "kind", "concurrency", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
               "median_itl_ms", "output_throughput", "request_throughput", "request_goodput", "completed", "failed",
-              "margin", "feasible", "resumed")
+              "margin", "feasible", "invalid", "resumed")
 
 
 def trial_row(trial: dict) -> dict:
     r = trial["result"]
     row = {"settings": trial["settings_key"], "kind": trial["kind"], "concurrency": trial["concurrency"],
-           "margin": round(trial["margin"], 4), "feasible": trial["feasible"], "resumed": bool(trial.get("resumed"))}
+           "margin": round(trial["margin"], 4), "feasible": trial["feasible"], "invalid": trial.get("invalid", ""),
+           "resumed": bool(trial.get("resumed"))}
     for name in CSV_FIELDS:
         if name not in row:
             row[name] = r.get(name)

@@ -7,6 +7,7 @@ only when a trial must actually be measured, so a finished run resumes without s
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -88,6 +89,8 @@ class ProgressLine:
     def end(self, trial: dict) -> None:
         r = trial["result"]
         mark = "meets SLO" if trial["feasible"] else "misses SLO"
+        if trial.get("invalid"):
+            mark = f"invalid measurement ({trial['invalid']})"
         how = " (resumed)" if trial.get("resumed") else f" ({trial['wall_s']:.1f} s)"
         self.stream.write(f"{chr(13) if self.live else ''}{self.label}: TTFT p50 {r['median_ttft_ms'] / 1000:.2f} s, "
                           f"{r['output_throughput']:.1f} tok/s, {mark}{how}\n")
@@ -98,9 +101,22 @@ def observe(trial: dict) -> Observation:
     return Observation(trial["concurrency"], trial["result"]["output_throughput"], trial["margin"])
 
 
+def invalid_measurement(result: dict, limits: list[Limit]) -> str:
+    """Why a result cannot be judged against the SLO ("" when it can): a negative or non-finite latency is a
+    broken clock, not a fast server."""
+    if result.get("invalid_latencies"):
+        return f"{result['invalid_latencies']} request(s) with a negative or non-finite latency"
+    for limit in limits:
+        value = result.get(limit.key)
+        if value is None or not math.isfinite(value) or value < 0:
+            return f"{limit.metric}_{limit.stat} is {value} ms"
+    return ""
+
+
 def judge(result: dict, limits: list[Limit]) -> float:
-    """The SLO margin (smallest over terms); a trial that lost requests cannot meet it."""
-    if result["completed"] == 0:
+    """The SLO margin (smallest over terms); a trial that lost requests, or whose latencies are impossible,
+    cannot meet it."""
+    if result["completed"] == 0 or invalid_measurement(result, limits):
         return -1.0
     margin = min(limit.margin(result) for limit in limits)
     return min(margin, -1e-9) if result["failed"] else margin
@@ -148,6 +164,7 @@ class Tuner:
         trial = {"settings": settings, "settings_key": key, "kind": kind, "concurrency": concurrency,
                  "result": result, "margin": judge(result, self.limits), "slo": self.options.slo,
                  "wall_s": time.perf_counter() - started, "target": self.options.target}
+        trial["invalid"] = invalid_measurement(result, self.limits)
         trial["feasible"] = trial["margin"] >= 0
         self.store.save_trial(trial)
         self.measured += 1

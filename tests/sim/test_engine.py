@@ -114,3 +114,22 @@ def test_closed_loop_run_is_deterministic():
     runs = [run_closed_loop(Engine(profile), distinct_prompts(12, 3000, 0.25), 4, 8) for _ in range(2)]
     assert runs[0] == runs[1]
     assert runs[0].requests == 12 and runs[0].output_tokens == 96
+
+
+def test_a_request_is_not_scheduled_before_it_arrives():
+    """The HTTP runner resumes an idle engine at the first new arrival; a second request stamped later (it
+    came in before the loop ran) must wait for its own arrival, or its TTFT comes out negative (issue 18 #9)."""
+    engine = Engine(lab())
+    first, later = SimRequest("a", prompt(100), 4), SimRequest("b", prompt(100, start=5000), 4)
+    first.arrival, later.arrival = 0.0, 5.0
+    engine.add_request(first)
+    engine.add_request(later)
+    engine.step()
+    assert later.computed == 0 and first.computed > 0
+    while first.finished_at is None:
+        engine.step()
+    assert engine.next_event_delay() == pytest.approx(5.0 - engine.now)
+    engine.idle_until(5.0)
+    while engine.has_work():
+        engine.step()
+    assert later.ttft() > 0 and later.first_token_at > 5.0

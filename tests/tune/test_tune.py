@@ -86,10 +86,11 @@ def test_tune_over_http_writes_every_output_and_resumes_without_repeating(tmp_pa
     assert again["trials_measured_now"] == 0 and again["trials_resumed"] == len(trials)
     assert again["best"] == summary["best"]
 
-    # a run cut short (one trial file missing, as after Ctrl-C) measures only what is missing
-    # (measured again, the missing point may come out a little different and lead the search elsewhere,
-    # but no finished trial is measured again)
-    victim = sorted((run_dir / "trials").glob("max_num_seqs=64__search__*.json"))[-1]
+    # a run cut short (one trial file missing, as after Ctrl-C) measures only what is missing. The missing
+    # point is the search's first (c=4, well inside the SLO): measured again it comes out a little different,
+    # but on the same side of the SLO, so the search takes the same path (a point near the SLO could flip and
+    # lead it elsewhere, to points no run measured yet)
+    victim = (run_dir / "trials" / "max_num_seqs=64__search__c0004.json")
     victim.unlink()
     kept = {p: p.stat().st_mtime_ns for p in (run_dir / "trials").glob("*.json")}
     partial, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
