@@ -171,6 +171,19 @@ def summarize(records: list[RequestRecord], duration_s: float, limits: list[Limi
     return result
 
 
+def failed_too_many(result: dict, max_fraction: float | None = None) -> str:
+    """Why a load run counts as failed ("" if it does not): no request ran, or more than max_fraction of them
+    failed; by default (None) only a run in which every request failed."""
+    done, failed = result["completed"], result["failed"]
+    total = done + failed
+    if total == 0:
+        return "no request ran"
+    if (done == 0) if max_fraction is None else failed / total > max_fraction:
+        first = next(iter(result.get("errors") or {}), "")
+        return f"{failed} of {total} requests failed" + (f" (first error: {first})" if first else "")
+    return ""
+
+
 def parse_counters(text: str) -> dict[str, float]:
     """Prometheus text -> {'name{labels}': value} for counters and gauges (enough for deltas)."""
     values = {}

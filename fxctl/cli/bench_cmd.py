@@ -92,21 +92,26 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
 @click.option("--reset-caches", is_flag=True, help="First POST /reset_prefix_cache and /reset_tiers (L1, L2).")
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result JSON here.")
+@click.option("--max-failed-fraction", type=click.FloatRange(0, 1), default=None,
+              help="Exit 1 when more than this share of the requests failed (0: any failure). "
+                   "Default: only when every request failed.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, result_file):
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, result_file,
+          max_failed_fraction):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
     \b
     Reports TTFT, TPOT, ITL (per token), E2EL (mean, median, p90, p99), output and total tok/s, req/s,
     goodput under --slo, errors, and per-tier hit rates from /metrics deltas (fxctl sim, fxctl's tier).
-    Every prompt starts with its own salt: no accidental shared prefixes.
+    Every prompt starts with its own salt: no accidental shared prefixes. Exit 1 (after the result is
+    printed and written) when every request failed, or more than --max-failed-fraction of them.
     """
     from fxctl.bench.loadgen import LoadSpec
     from fxctl.bench.loadgen import run as run_load
-    from fxctl.bench.metrics import parse_slo
+    from fxctl.bench.metrics import failed_too_many, parse_slo
     from fxctl.bench.workloads import WorkloadSpec
-    from fxctl.errors import BadInput
+    from fxctl.errors import BadInput, FxError
 
     try:
         low, _, high = prompt_tokens.partition("-")
@@ -121,6 +126,10 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
         result_file.write_text(dumps(result, "json"))
     emit(result, app.output_format if app else "table", rows=serve_rows(result),
          headers=["metric", "mean", "median", "p90", "p99"], text=serve_text(result))
+    failure = failed_too_many(result, max_failed_fraction)
+    if failure:
+        raise FxError(f"bench serve: {failure}", f"check that {url} serves (curl {url.rstrip('/')}/v1/models)"
+                      if not result["completed"] else "see the errors above; --max-failed-fraction sets the share")
 
 
 def serve_rows(result: dict) -> list[tuple]:
