@@ -17,7 +17,7 @@ from fxctl.output import FORMATS
 # (module under fxctl.cli, attribute): each is a click command or group
 COMMAND_MODULES = (
     "inventory_cmd", "lab_cmd", "provision_cmd", "net_cmd", "serve_cmd",
-    "sim_cmd", "bench_cmd", "tune_cmd", "run_cmd",
+    "sim_cmd", "bench_cmd", "tune_cmd", "run_cmd", "profiles_cmd",
 )
 
 

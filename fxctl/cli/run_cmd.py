@@ -12,17 +12,14 @@ from fxctl.output import emit
 from fxctl.run.playbook import load_playbook
 from fxctl.run.report import as_data, terminal_table, write_reports
 from fxctl.run.runner import run_playbook, runs_root
+from fxctl.shipped import playbook_path, shipped_dir
 
-PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOKS = shipped_dir("playbooks")   # the shipped playbooks (package data; see fxctl.shipped)
 
 
 def find_playbook(name: str) -> Path:
-    path = Path(name)
-    for candidate in (path, PLAYBOOKS / name, PLAYBOOKS / f"{name}.yaml"):
-        if candidate.is_file():
-            return candidate
-    shipped = ", ".join(sorted(p.stem for p in PLAYBOOKS.glob("*.yaml"))) or "none"
-    raise BadInput(f"no playbook {name!r}", f"give a file, or one of the shipped playbooks: {shipped}")
+    """A playbook file as given, or a shipped playbook's name."""
+    return playbook_path(name)
 
 
 @click.command(name="run")

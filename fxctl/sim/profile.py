@@ -14,8 +14,9 @@ from typing import Any
 import yaml
 
 from fxctl.errors import BadInput
+from fxctl.shipped import profile_path, shipped_dir
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "profiles"
+PROFILE_DIR = shipped_dir("profiles")   # the shipped profiles (package data; see fxctl.shipped)
 
 # section -> key -> (type, must carry a source, allowed values or None)
 NUM = (int, float)
@@ -118,15 +119,8 @@ class Profile:
 
 
 def resolve_profile_path(name_or_path: str) -> Path:
-    """A path as given, or a name looked up in profiles/ (with or without .yaml)."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return path
-    candidate = PROFILE_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
-    if candidate.exists():
-        return candidate
-    known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")))
-    raise BadInput(f"no such profile: {name_or_path}", f"give a YAML path or one of: {known}")
+    """A path as given, or a shipped profile's name (with or without .yaml): fxctl.shipped.profile_path."""
+    return profile_path(name_or_path)
 
 
 def load_profile(name_or_path: str) -> Profile:
