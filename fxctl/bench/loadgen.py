@@ -50,6 +50,9 @@ class LoadSpec:
     seed: int = 0
     clock: str = "wall"                  # "model": the emulator's own TTFT/E2EL and model-time duration
     reset_caches: bool = False           # first empty HBM's prefix cache and L1/L2 (between tuning trials)
+    # cold recovery's eviction, when not the reset endpoints: e.g. a full restart of the serving processes
+    # (blocking; returns what it did, kept in the result's phases)
+    evict: Callable[[], dict] | None = None
 
 
 class Client:
@@ -63,6 +66,7 @@ class Client:
         start = time.perf_counter()
         chunk_times: list[float] = []
         text: list[str] = []
+        logprobs: list[float] = []
         usage: dict = {}
         sim: dict = {}
         try:
@@ -83,6 +87,7 @@ class Client:
                         if piece:
                             chunk_times.append(time.perf_counter())
                             text.append(piece)
+                        logprobs.extend((choices[0].get("logprobs") or {}).get("token_logprobs") or ())
                     if event.get("usage"):
                         usage, sim = event["usage"], event.get("fxctl_sim") or {}
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
@@ -94,7 +99,8 @@ class Client:
         out = int(usage.get("completion_tokens", len(chunk_times)))
         record = RequestRecord(True, int(usage.get("prompt_tokens", prompt_tokens)), out, ttft=rel[0],
                                e2el=(end - start) / self.scale, itl=per_token_gaps(rel, out),
-                               model_ttft=sim.get("model_ttft_s"), model_e2el=sim.get("model_e2e_s"))
+                               model_ttft=sim.get("model_ttft_s"), model_e2el=sim.get("model_e2e_s"),
+                               token_logprobs=logprobs or None)
         return record, "".join(text)
 
     async def post(self, path: str, payload: dict | None = None) -> int:
@@ -124,7 +130,7 @@ async def run_item(client: Client, item, records: list[RequestRecord], model: st
     try:
         if isinstance(item, Prompt):
             record, _ = await client.stream(item.path, item.body, item.prompt_tokens)
-            record.client, record.queued = worker, queued
+            record.client, record.queued, record.index = worker, queued, item.index
             records.append(record)
             on_done()
             return
@@ -195,15 +201,20 @@ async def finish(tasks: list[asyncio.Task], deadline: float) -> bool:
 
 
 async def fill_and_evict(client: Client, items: list, concurrency: int, deadline: float, model: str | None,
-                         notes: list[str]) -> dict:
+                         notes: list[str], evict: Callable[[], dict] | None = None) -> dict:
     """Cold recovery's phases 1 and 2: send every prompt (the tiers fill), then evict HBM's prefix cache
-    and L1, so that phase 3 finds the prompts' KV only in L2."""
+    and L1 (or run `evict`, e.g. restart the serving processes), so that phase 3 finds the prompts' KV only
+    in L2."""
     started = time.perf_counter()
     fill, cut = await closed_loop(client, items, concurrency, deadline, model, lambda: None)
     phases = {"fill": {"completed": sum(r.ok for r in fill), "failed": sum(not r.ok for r in fill),
-                       "duration": (time.perf_counter() - started) / client.scale, "timed_out": cut},
-              "evict": {"reset_prefix_cache": await client.post("/reset_prefix_cache"),
-                        "reset_tiers_l1": await client.post("/reset_tiers", {"tiers": ["l1"]})}}
+                       "duration": (time.perf_counter() - started) / client.scale, "timed_out": cut,
+                       "logprobs": {r.index: r.token_logprobs for r in fill if r.token_logprobs}}}
+    if evict is not None:
+        phases["evict"] = await asyncio.to_thread(evict)
+        return phases
+    phases["evict"] = {"reset_prefix_cache": await client.post("/reset_prefix_cache"),
+                       "reset_tiers_l1": await client.post("/reset_tiers", {"tiers": ["l1"]})}
     if phases["evict"]["reset_tiers_l1"] != 200:
         notes.append("the server has no /reset_tiers: L1 was not evicted (HBM prefix cache was)")
     return phases
@@ -219,7 +230,9 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
     deadline = time.monotonic() + spec.time_limit_s
     nonce = spec.nonce if spec.nonce is not None else random.SystemRandom().randrange(1 << 40)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=spec.request_timeout_s)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
+    # a restart between phases drops the server's end of kept-alive connections: open one per request then
+    connector = aiohttp.TCPConnector(limit=0, force_close=spec.evict is not None)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         client = Client(session, spec.url, spec.time_scale)
         model = spec.model or await client.model_name()
         concurrency = spec.concurrency or 8
@@ -233,7 +246,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
             await closed_loop(client, warm, concurrency, deadline, model, lambda: None)
         items = make_items(spec, spec.requests, nonce, model, first=0)
         if spec.workload.name == "cold-recovery":
-            phases.update(await fill_and_evict(client, items, concurrency, deadline, model, notes))
+            phases.update(await fill_and_evict(client, items, concurrency, deadline, model, notes, spec.evict))
         before = await client.scrape()
         records: list[RequestRecord] = []
         started = time.perf_counter()
@@ -261,6 +274,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         "time_scale": spec.time_scale, "timed_out": cut, "nonce": nonce, "clock": spec.clock,
         "tier_hits": tier_hit_rates(before, after) if before and after else None,
         "phases": phases, "notes": notes, "slo": [str(limit) for limit in spec.slo or []],
+        "logprobs": {r.index: r.token_logprobs for r in records if r.token_logprobs},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return result
 

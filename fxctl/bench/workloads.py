@@ -27,6 +27,13 @@ class WorkloadSpec:
     output_tokens: int = 64
     turns: int = 4                   # multi-turn: turns per session
     think_time_s: float = 0.0        # multi-turn: pause between turns (model seconds)
+    vocab: int | None = None         # the model's vocabulary: token ids stay below it (None: 152k-class models)
+    logprobs: bool = False           # completions: ask for each output token's logprob (to compare outputs)
+
+    @property
+    def modulus(self) -> int:
+        """Body token ids are 10 .. modulus + 9."""
+        return BODY_MODULUS if self.vocab is None else self.vocab - 20
 
     def __post_init__(self):
         if self.name not in WORKLOADS:
@@ -35,6 +42,8 @@ class WorkloadSpec:
             raise ValueError("prompt lengths: need 1 <= min <= max")
         if not 0 <= self.shared_prefix < 1:
             raise ValueError("shared prefix share must be in [0, 1)")
+        if self.vocab is not None and not 256 <= self.vocab <= 10_000_000:
+            raise ValueError("vocab: 256 .. 10,000,000 token ids")
 
 
 @dataclass
@@ -44,6 +53,7 @@ class Prompt:
     path: str
     body: bytes
     prompt_tokens: int
+    index: int = -1
 
 
 @dataclass
@@ -62,8 +72,8 @@ class TokenText:
     """A long fixed token sequence, kept as JSON text with per-token offsets, so slicing a prompt's body
     is a string slice rather than a json.dumps of tens of thousands of ints."""
 
-    def __init__(self, length: int):
-        ids = [(7919 * i + 104_729) % BODY_MODULUS + 10 for i in range(length)]
+    def __init__(self, length: int, modulus: int = BODY_MODULUS):
+        ids = [(7919 * i + 104_729) % modulus + 10 for i in range(length)]
         pieces = [str(t) for t in ids]
         self.offsets = [0]
         for piece in pieces:
@@ -80,9 +90,13 @@ def lengths(count: int, low: int, high: int) -> list[int]:
     return [round(low + (high - low) * (((n + 1) * golden) % 1.0)) for n in range(count)]
 
 
-def salt_tokens(nonce: int, index: int) -> list[int]:
-    return [SALT_TOKEN + nonce % 900, (nonce // 900) % BODY_MODULUS, index % BODY_MODULUS,
-            index // BODY_MODULUS]
+def salt_tokens(nonce: int, index: int, vocab: int | None = None) -> list[int]:
+    if vocab is None:
+        return [SALT_TOKEN + nonce % 900, (nonce // 900) % BODY_MODULUS, index % BODY_MODULUS,
+                index // BODY_MODULUS]
+    mod = vocab - 20   # a small vocabulary: the marker is its last id, the rest are digits base mod
+    return [vocab - 1, nonce % mod + 10, (nonce // mod) % mod + 10, (nonce // mod**2) % mod + 10,
+            index % mod + 10, (index // mod) % mod + 10]
 
 
 def completion_prompts(spec: WorkloadSpec, count: int, nonce: int, model: str | None,
@@ -90,22 +104,24 @@ def completion_prompts(spec: WorkloadSpec, count: int, nonce: int, model: str | 
     """Token-id prompts: [shared prefix][salt][body]; bodies differ only after the salt, which suffices."""
     sizes = lengths(count, spec.min_tokens, spec.max_tokens)
     longest = max(sizes, default=0)
-    text = TokenText(longest)
-    shared_ids = [(104_723 * i + 17) % BODY_MODULUS + 10 for i in range(int(longest * spec.shared_prefix))]
+    text = TokenText(longest, spec.modulus)
+    shared_ids = [(104_723 * i + 17) % spec.modulus + 10 for i in range(int(longest * spec.shared_prefix))]
     prompts = []
     for n, size in enumerate(sizes):
         prefix = shared_ids[:int(size * spec.shared_prefix)]
-        salt = salt_tokens(nonce, first_index + n)
+        salt = salt_tokens(nonce, first_index + n, spec.vocab)
         body_len = max(size - len(prefix) - len(salt), 0)
         ids_text = ",".join(str(t) for t in prefix + salt)
         if body_len:
             ids_text += "," + text.slice(0, body_len)
         head = {"max_tokens": spec.output_tokens, "min_tokens": spec.output_tokens, "ignore_eos": True,
                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0}
+        if spec.logprobs:
+            head["logprobs"] = 1
         if model:
             head["model"] = model
         body = json.dumps(head)[:-1] + ', "prompt": [' + ids_text + "]}"
-        prompts.append(Prompt("/v1/completions", body.encode(), len(prefix) + len(salt) + body_len))
+        prompts.append(Prompt("/v1/completions", body.encode(), len(prefix) + len(salt) + body_len, first_index + n))
     return prompts
 
 

@@ -63,6 +63,9 @@ def start_options(func):
                      "(default: the inventory's serve.profile)."),
         click.option("--engine", type=click.Choice(["vllm", "sim"]), default=None,
                      help="vllm (default) or sim: fxctl's emulator with the same profile."),
+        click.option("--offload", type=click.Choice(["fxctl", "lmcache-disk", "none"]), default=None,
+                     help="KV below vLLM: fxctl's tier (default), LMCache's own disk tier (a comparison "
+                     "anchor) or none (recompute)."),
         click.option("--model", default=None, help="Model id (default: the profile's)."),
         click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
                      help="Tensor-parallel size per instance."),
@@ -140,13 +143,15 @@ def default_l2_dir(inventory, where) -> str | None:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, profile_name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
+def start_command(app, profile_name, engine, offload, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
                   l2_bytes, l2_dir, python, time_scale, ready_timeout, dry_run, skip_preflight, no_install,
                   engine_command, name, hosts, local):
     import sys
 
+    from fxctl.paths import tiny_model_dir
     from fxctl.serve import deploy
     from fxctl.serve.render import DryRun, settings_from
+    from fxctl.serve.tiny_model import TINY_MODEL_NAME
     from fxctl.sim.profile import load_profile
 
     where, inventory = resolve_where(app, hosts, local)
@@ -156,8 +161,10 @@ def start_command(app, profile_name, engine, model, tensor_parallel, instances, 
         raise BadInput("no profile", "pass --profile NAME (see profiles/) or set serve.profile in the inventory")
     profile = load_profile(profile_name)
     spec_l2 = spec.l2_dir if spec else None
+    if model is None and where.local and profile.get("model", "name") == TINY_MODEL_NAME:
+        model = str(tiny_model_dir())   # the model `fxctl serve make-model` made on this machine
     settings = settings_from(
-        profile, spec, name=name, profile=profile_name, engine=engine, model=model,
+        profile, spec, name=name, profile=profile_name, engine=engine, offload=offload, model=model,
         tensor_parallel=tensor_parallel, instances=instances, port=port, max_num_seqs=max_num_seqs,
         l1_bytes=l1_bytes, l2_bytes=l2_bytes, l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
         python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
@@ -307,3 +314,13 @@ def forward_command(app, host, name, index, local_port):
                 time.sleep(0.5)
         finally:
             fwd.close()
+
+
+def _register_env_commands() -> None:
+    from fxctl.cli.serve_env_cmd import install_env_command, make_model_command
+
+    command.add_command(install_env_command)
+    command.add_command(make_model_command)
+
+
+_register_env_commands()

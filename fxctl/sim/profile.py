@@ -52,6 +52,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, bool, Any]]] = {
         "max_num_batched_tokens": (int, False, None),
         "offload": (bool, False, None),
         "num_gpu_blocks": (int, False, None),
+        # real serving (fxctl serve --engine vllm): the host's device kind (default: from gpu.name) and,
+        # on a CPU host, vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE, GiB)
+        "device": (str, False, ("cuda", "rocm", "ascend", "cpu")),
+        "cpu_kv_cache_gb": (NUM, False, None),
     },
     "efficiency": {
         "prefill_mfu": (NUM, True, None),

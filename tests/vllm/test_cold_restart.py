@@ -1,0 +1,28 @@
+"""Real cold recovery: after a full restart of vLLM + LMCache, fxctl's tier serves every prompt token and the
+outputs equal recomputation; LMCache's own disk tier serves none after the same restart (its index lives in
+memory). Functional facts only: the speed figures are printed by `fxctl bench cold-restart` (README)."""
+
+from __future__ import annotations
+
+from fxctl.bench.cold_restart import ColdRestartSpec, run
+
+
+def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(serving_python, tiny_model, local_state,
+                                                                          tmp_path):
+    spec = ColdRestartSpec(python=serving_python, model=tiny_model, l2_dir=str(tmp_path / "l2"), prompts=2,
+                           prompt_tokens=2048, output_tokens=8, port=8221)
+    result = run(spec)
+    rows = {row["variant"]: row for row in result["rows"]}
+    assert set(rows) == {"recompute", "lmcache-disk", "fxctl"}
+    assert all(row["completed"] == 2 and row["failed"] == 0 for row in rows.values())
+    # every prompt token vLLM asked its KV connector for came back from fxctl's tier after the restart
+    assert rows["fxctl"]["kv_from_connector"] == 1.0
+    assert rows["fxctl"]["kv_tokens_from_connector"] >= 2 * 2048 - 2 * 256   # whole 256-token chunks
+    assert rows["fxctl"]["logprobs_equal_recompute"] is True
+    # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed), and recompute too
+    assert rows["lmcache-disk"]["kv_from_connector"] == 0.0
+    assert rows["recompute"]["kv_tokens_from_connector"] == 0.0
+    assert rows["lmcache-disk"]["logprobs_equal_recompute"] is True
+    # before the restart LMCache's disk tier did hold the prompts: its files are there
+    fill = result["results"]["lmcache-disk"]["phases"]["fill"]
+    assert fill["completed"] == 2
