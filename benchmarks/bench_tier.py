@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The KV tier benchmark as a script (same as `python3 -m fxctl bench tier`); run as root from the repo root:
 
-    python3 benchmarks/bench_tier.py [--json] [--size 32m --size 4m] [--total 4G] [--no-lmcache]
+    python3 benchmarks/bench_tier.py [--size 32m --size 4m] [--total 4G] [--no-lmcache] [--dir ARRAY_MOUNT/x]
+
+(`python3 -m fxctl -o json bench tier ...` prints the full result as JSON.)
 """
 
 import os

@@ -1,7 +1,8 @@
 """Where fxctl keeps things on this machine (XDG base directories): one place for every such path.
 
-cache: rebuildable downloads and builds (the lab image, wheels, the serving env, the tiny model);
-state: what running things leave (serve state, lab state, run journals).
+cache: rebuildable downloads and builds (the lab image, wheels, the serving env, the tiny model, bench scratch);
+state: what running things leave (serve state, lab state, run journals, tuning and playbook runs).
+Environment overrides: FXCTL_RUN_DIR (run journals and tuning runs), FXCTL_SERVE_STATE (local serve state).
 """
 
 from __future__ import annotations
@@ -28,3 +29,38 @@ def serving_env_dir() -> Path:
 def tiny_model_dir() -> Path:
     """The model `fxctl serve make-model` makes by default."""
     return cache_home() / "models" / "tiny-llama"
+
+
+def runs_dir() -> Path:
+    """Run journals and tuning runs: $FXCTL_RUN_DIR, or $XDG_STATE_HOME/fxctl/runs."""
+    return Path(os.environ.get("FXCTL_RUN_DIR") or state_home() / "runs")
+
+
+def playbook_runs_dir() -> Path:
+    """Playbook runs (`fxctl run`): $XDG_STATE_HOME/fxctl/playbooks."""
+    return state_home() / "playbooks"
+
+
+def serve_state_dir() -> Path:
+    """Local deployments (`fxctl serve --local`): $FXCTL_SERVE_STATE, or $XDG_STATE_HOME/fxctl/serve."""
+    return Path(os.environ.get("FXCTL_SERVE_STATE") or state_home() / "serve")
+
+
+def serve_cache_dir() -> Path:
+    """Wheels `fxctl serve` builds to push to hosts: $XDG_CACHE_HOME/fxctl/serve."""
+    return cache_home() / "serve"
+
+
+def lab_cache_dir() -> Path:
+    """The lab's image cache, one folder per recipe key: $XDG_CACHE_HOME/fxctl/lab."""
+    return cache_home() / "lab"
+
+
+def lab_state_dir() -> Path:
+    """The labs' state, one folder per lab: $XDG_STATE_HOME/fxctl/lab."""
+    return state_home() / "lab"
+
+
+def bench_scratch_dir() -> Path:
+    """Default scratch space of `fxctl bench tier`: $XDG_CACHE_HOME/fxctl/bench/tier."""
+    return cache_home() / "bench" / "tier"

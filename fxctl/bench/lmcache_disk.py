@@ -12,7 +12,7 @@ import time
 
 from fxctl.bench.disk import drop_page_cache
 from fxctl.bench.workload import ChunkShape, ChunkSource
-from fxctl.kvtier.config import GIB, MIB
+from fxctl.units import GIB, MIB
 
 log = logging.getLogger(__name__)
 

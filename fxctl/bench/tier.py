@@ -21,13 +21,14 @@ from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, MIB, PAGE_BYTES, padded
 from fxctl.kvtier.journal import OP_PUT, ChunkLocation, Journal, encode
 from fxctl.kvtier.segments import SegmentFiles
+from fxctl.paths import bench_scratch_dir
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class TierBenchSpec:
-    directory: str = "/work/tmp-bench/tier"
+    directory: str = field(default_factory=lambda: str(bench_scratch_dir()))  # point it at the array's mount
     sizes: tuple[str, ...] = ("32m", "4m")
     total_bytes: int = 4 * GIB          # per chunk size; more than L1 holds
     l1_bytes: int = 1 * GIB

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-KIB = 1024
-MIB = 1024 * KIB
-GIB = 1024 * MIB
+from fxctl.units import GIB, KIB, MIB  # noqa: F401 (MIB: imported from here by the tier's users)
 
 PAGE_BYTES = 64 * KIB  # L2 allocation unit: every chunk starts on a 64 KiB boundary
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from fxctl.errors import BadInput
+from fxctl.paths import lab_cache_dir, lab_state_dir
 
 LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 DEFAULT_LAB_NAME = "lab"
@@ -14,14 +14,12 @@ DEFAULT_LAB_NAME = "lab"
 
 def cache_root() -> Path:
     """$XDG_CACHE_HOME/fxctl/lab (or ~/.cache/fxctl/lab): one folder per recipe key."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "fxctl" / "lab"
+    return lab_cache_dir()
 
 
 def state_root() -> Path:
     """$XDG_STATE_HOME/fxctl/lab (or ~/.local/state/fxctl/lab): one folder per lab."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "fxctl" / "lab"
+    return lab_state_dir()
 
 
 def check_lab_name(name: str) -> str:

@@ -9,16 +9,15 @@ eth0 (QEMU user networking, restrict=on, SSH forwarded from 127.0.0.1 only).
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 
 from fxctl.errors import BadInput
+from fxctl.units import size_bytes
 
 PRIVATE_PREFIX = "10.99"
 MAX_LINKS = 16
 MAX_DRIVES = 16
 DEFAULT_MEMORY_MIB = 1280
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -106,12 +105,8 @@ class LabPlan:
 
 
 def parse_size(text: str) -> int:
-    """'256M', '1G', '512MiB' -> bytes (powers of 1024)."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise BadInput(f"cannot read size {text!r}", "write it like 256M, 1G or 512MiB")
-    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match.group(2).upper()]
-    return int(match.group(1)) * scale
+    """'256M', '1G', '512MiB' -> bytes (powers of 1024): fxctl.units.size_bytes."""
+    return size_bytes(text)
 
 
 def lab_tag(name: str) -> str:

@@ -5,7 +5,6 @@ that passed; every stage's result is a file in the run directory."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fxctl.errors import BadInput
+from fxctl.paths import playbook_runs_dir
 from fxctl.run.measures import compare, measure
 from fxctl.run.playbook import Playbook, Stage
 
@@ -49,8 +49,8 @@ class StageResult:
 
 
 def runs_root() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(state) / "fxctl" / "playbooks"
+    """Where playbook runs go by default (fxctl.paths.playbook_runs_dir)."""
+    return playbook_runs_dir()
 
 
 def stage_file(run_dir: Path, index: int, stage: Stage) -> Path:

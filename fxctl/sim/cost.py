@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fxctl.sim.profile import Profile
-
-GB = 1e9
+from fxctl.units import GB  # noqa: F401 (GB: imported from here by older callers)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fxctl.sim.cost import GB, kv_bytes_per_token
+from fxctl.sim.cost import kv_bytes_per_token
 from fxctl.sim.profile import Profile
 from fxctl.sim.request import SimRequest
 from fxctl.sim.stats import EngineStats
 from fxctl.sim.tiers import L2Store, ModelledTier, SharedLink, Transfer
+from fxctl.units import GB
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 from fxctl.errors import BadInput
+from fxctl.paths import runs_dir
 
 RUN_FILE = "run.json"
 
 
 def default_run_dir() -> Path:
-    root = Path(os.environ.get("FXCTL_RUN_DIR") or Path.home() / ".local/state/fxctl/runs")
-    return root / time.strftime("tune-%Y%m%d-%H%M%S")
+    return runs_dir() / time.strftime("tune-%Y%m%d-%H%M%S")
 
 
 def safe(text: str) -> str:

@@ -28,6 +28,20 @@ def test_l1_hits_are_measured_against_a_plain_copy(tmp_path):
     assert result["4m"]["l1_hit_gbps"] > 0 and result["4m"]["plain_copy_gbps"] > 0
 
 
-def test_bench_tier_has_help():
+def test_bench_tier_has_help_and_json_is_the_global_option():
     out = CliRunner().invoke(cli, ["bench", "tier", "--help"])
-    assert out.exit_code == 0 and "--json" in out.output
+    assert out.exit_code == 0 and "-o json" in out.output and "/work/" not in out.output
+    assert CliRunner().invoke(cli, ["bench", "tier", "--json"]).exit_code == 2   # gone: use -o json
+
+
+def test_bench_tier_scratch_defaults_under_the_cache_dir(tmp_path, monkeypatch):
+    import fxctl.bench.tier as tier
+
+    seen = {}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(tier, "run", lambda spec: seen.setdefault("spec", spec) and {"ratios": []})
+    out = CliRunner().invoke(cli, ["-o", "json", "bench", "tier", "--total", "1.5G"])
+    assert out.exit_code == 0, out.output
+    assert seen["spec"].directory == str(tmp_path / "cache" / "fxctl" / "bench" / "tier")
+    assert seen["spec"].total_bytes == 3 << 29
+    assert tier.TierBenchSpec().directory == seen["spec"].directory
