@@ -179,17 +179,18 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
                        f"{', '.join(broken)}", f"{py} -m pip uninstall -y {' '.join(broken)}")
     # vllm and lmcache themselves are the version checks' business; this check is about fxctl
     facts["missing"] = [m for m in facts["missing"] if not m.startswith(("vllm:", "lmcache:"))]
-    if local:
-        expected = wheel.local_source_hash()
-    else:
-        built = wheel.build_wheel()
-        expected = wheel.wheel_source_hash(built)
+    if local:  # the engine runs this checkout (PYTHONPATH): what matters is that it imports there
+        if facts["missing"] or facts.get("fxctl_path") != str(wheel.PACKAGE):
+            result.add("fxctl", "failed", f"{py} cannot import this checkout's fxctl: "
+                       f"{'; '.join(facts['missing']) or facts.get('fxctl_path')}",
+                       "install fxctl's dependencies into that env (fxctl serve install-env does)")
+        else:
+            result.add("fxctl", "ok", f"fxctl in {py} is this checkout ({facts.get('fxctl_path')})")
+        return
+    built = wheel.build_wheel()
+    expected = wheel.wheel_source_hash(built)
     if facts.get("fxctl_hash") == expected and not facts["missing"]:
         result.add("fxctl", "ok", f"fxctl in {py} is this checkout ({facts.get('fxctl_path')})")
-        return
-    if local:
-        result.add("fxctl", "failed", f"{py} lacks: {'; '.join(facts['missing']) or 'this checkout of fxctl'}",
-                   "pip install -e '.[sim]' in this checkout")
         return
     why = "; ".join(facts["missing"]) if facts["missing"] else "stale (source hash differs)"
     if not install:
