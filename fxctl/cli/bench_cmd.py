@@ -82,6 +82,9 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
               help="model: latencies and duration from the emulator's own model time (fxctl sim only).")
 @click.option("--model", default=None, help="Model name to send (default: the server's first model).")
 @click.option("--reset-caches", is_flag=True, help="First POST /reset_prefix_cache and /reset_tiers (L1, L2).")
+@click.option("--vocab", type=click.IntRange(256, 10_000_000), default=None,
+              help="The model's vocabulary size: prompt token ids stay below it (e.g. 4096 for the tiny model; "
+                   "default: ids of a 152k-token vocabulary).")
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result JSON here.")
 @click.option("--max-failed-fraction", type=click.FloatRange(0, 1), default=None,
@@ -89,7 +92,7 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_c
                    "Default: only when every request failed.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, result_file,
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, vocab, result_file,
           max_failed_fraction):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
@@ -107,7 +110,8 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
 
     try:
         low, _, high = prompt_tokens.partition("-")
-        spec = WorkloadSpec(workload, int(low), int(high or low), shared_prefix, output_tokens, turns, think_time)
+        spec = WorkloadSpec(workload, int(low), int(high or low), shared_prefix, output_tokens, turns, think_time,
+                            vocab=vocab)
         limits = parse_slo(slo) if slo else None
     except ValueError as exc:
         raise BadInput(str(exc), "see fxctl bench serve --help") from exc
@@ -142,3 +146,12 @@ def serve_text(result: dict) -> str:
     if result["timed_out"]:
         lines.append("time limit reached: requests still running were cancelled")
     return "\n".join(lines)
+
+
+def _register_cold_restart() -> None:
+    from fxctl.cli.bench_cold_cmd import cold_restart_command
+
+    command.add_command(cold_restart_command)
+
+
+_register_cold_restart()
