@@ -60,6 +60,24 @@ def test_inventory_check_json(tmp_path, monkeypatch, capsys):
                                    "message": "must be between 1 and 65535, got -1"}
 
 
+def test_ping_of_an_unknown_host_exits_2_before_connecting(repo_root, monkeypatch, capsys):
+    code, _, err = run_main(["-i", str(repo_root / "examples/inventory.yaml"), "inventory", "ping", "gpu9"],
+                            monkeypatch, capsys)
+    assert code == ExitCode.BAD_INPUT
+    assert err.splitlines()[0] == "error: no host, group or role is named 'gpu9'"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("- version: 1\n", ":1: must be a mapping, got a list"),
+    ("version: 1\nhosts: &h\n  a: *h\n", ":3: hosts.a: a YAML alias refers to a value that contains it"),
+])
+def test_inventory_check_of_an_odd_file_exits_2_without_a_traceback(tmp_path, monkeypatch, capsys, text, expected):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    code, out, err = run_main(["-i", str(bad), "inventory", "check"], monkeypatch, capsys)
+    assert code == ExitCode.BAD_INPUT and f"{bad}{expected}" in out and "Traceback" not in out + err
+
+
 def test_inventory_from_environment(repo_root, monkeypatch, capsys):
     from fxctl.cli import main
 
