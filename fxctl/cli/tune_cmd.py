@@ -1,11 +1,14 @@
-"""`fxctl tune`: parse, call fxctl.tune.tune, render."""
+"""`fxctl tune`: parse, call fxctl.tune.session.tune, render (the summary, and progress lines on stderr)."""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import click
 
+from fxctl.bench.metrics import percentile
 from fxctl.output import emit
 
 
@@ -14,6 +17,44 @@ def _ints(text: str) -> list[int]:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
         raise click.BadParameter("a comma-separated list of integers, e.g. 1,2,4,8,16") from exc
+
+
+class ProgressLine:
+    """One line per trial on stderr (i of about N, concurrency, TTFT p50, tok/s), updated while it runs."""
+
+    def __init__(self, stream=None):
+        self.total = 0
+        self.count = 0
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.last = 0.0
+        self.label = ""
+
+    def begin(self, label: str, total: int) -> None:
+        self.total = total
+        self.count += 1
+        self.label = f"[{self.count}/~{max(self.total, self.count)}] {label}"
+
+    def running(self, records: list, elapsed: float) -> None:
+        now = time.monotonic()
+        if not self.live or now - self.last < 0.2 or not records:
+            return
+        self.last = now
+        ttfts = [r.model_ttft if r.model_ttft is not None else r.ttft for r in records if r.ok]
+        tokens = sum(r.output_tokens for r in records if r.ok)
+        self.stream.write(f"\r{self.label}: {len(records)} done, running TTFT p50 {percentile(ttfts, 50):.2f} s, "
+                          f"~{tokens / elapsed if elapsed else 0:.1f} tok/s   ")
+        self.stream.flush()
+
+    def end(self, trial: dict) -> None:
+        r = trial["result"]
+        mark = "meets SLO" if trial["feasible"] else "misses SLO"
+        if trial.get("invalid"):
+            mark = f"invalid measurement ({trial['invalid']})"
+        how = " (resumed)" if trial.get("resumed") else f" ({trial['wall_s']:.1f} s)"
+        self.stream.write(f"{chr(13) if self.live else ''}{self.label}: TTFT p50 {r['median_ttft_ms'] / 1000:.2f} s, "
+                          f"{r['output_throughput']:.1f} tok/s, {mark}{how}\n")
+        self.stream.flush()
 
 
 @click.command("tune")
@@ -58,8 +99,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--resume", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Resume the run in this directory with its saved options: finished trials are not repeated.")
 @click.pass_obj
-def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, workload, slo, params, baseline, full, concurrencies, start,
-            requests_per_client, prompt_tokens, output_tokens, time_scale, clock, time_limit, run_dir, resume):
+def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, workload, slo, params, baseline, full,
+            concurrencies, start, requests_per_client, prompt_tokens, output_tokens, time_scale, clock, time_limit,
+            run_dir, resume):
     """Find the best operating point under a latency SLO, by measurement.
 
     \b
@@ -74,9 +116,9 @@ def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, 
         --slo 'ttft_p50<=12s' --baseline no-offload
     """
     from fxctl.errors import BadInput, ExitCode, FxError
-    from fxctl.tune import tune
     from fxctl.tune.report import TABLE_HEADERS, table_rows, text_summary
     from fxctl.tune.run import TuneOptions
+    from fxctl.tune.session import Interrupted, tune
 
     options = None
     if resume is None:
@@ -100,7 +142,11 @@ def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, 
                               clock=clock or ("wall" if wall else "model"), min_tokens=low,
                               max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit,
                               python=serve_python, model=serve_model, l2_dir=serve_l2_dir)
-    summary = tune(options, run_dir=run_dir, resume=resume)
+    try:
+        summary = tune(options, run_dir=run_dir, resume=resume, progress=ProgressLine())
+    except Interrupted as exc:
+        click.echo(f"\ninterrupted: finished trials are kept; resume with --resume {exc.run_dir}", err=True)
+        raise
     emit(summary, app.output_format if app else "table", rows=table_rows(summary), headers=TABLE_HEADERS,
          text=text_summary(summary))
     if summary["best"] is None:

@@ -8,12 +8,12 @@ only when a trial must actually be measured, so a finished run resumes without s
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from fxctl.bench.metrics import Limit, RequestRecord, parse_slo, percentile
+from fxctl.bench.metrics import Limit, RequestRecord, parse_slo
 from fxctl.bench.workloads import WorkloadSpec
 from fxctl.errors import BadInput
 from fxctl.tune.profiles import parse_params, settings_key
@@ -64,41 +64,28 @@ def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec
                         options.output_tokens or int(cal.get("output_tokens", 64)))
 
 
-class ProgressLine:
-    """One line per trial on stderr (i of about N, concurrency, TTFT p50, tok/s), updated while it runs."""
+class TuneProgress(Protocol):
+    """What a tuning run reports while it runs (the CLI draws it; the library prints nothing)."""
 
-    def __init__(self, total: int, stream=None):
-        self.total = total
-        self.count = 0
-        self.stream = stream or sys.stderr
-        self.live = self.stream.isatty()
-        self.last = 0.0
-        self.label = ""
-
-    def begin(self, label: str) -> None:
-        self.count += 1
-        self.label = f"[{self.count}/~{max(self.total, self.count)}] {label}"
+    def begin(self, label: str, total: int) -> None:
+        """A trial starts; `total`: about how many trials the run takes."""
 
     def running(self, records: list[RequestRecord], elapsed: float) -> None:
-        now = time.monotonic()
-        if not self.live or now - self.last < 0.2 or not records:
-            return
-        self.last = now
-        ttfts = [r.model_ttft if r.model_ttft is not None else r.ttft for r in records if r.ok]
-        tokens = sum(r.output_tokens for r in records if r.ok)
-        self.stream.write(f"\r{self.label}: {len(records)} done, running TTFT p50 {percentile(ttfts, 50):.2f} s, "
-                          f"~{tokens / elapsed if elapsed else 0:.1f} tok/s   ")
-        self.stream.flush()
+        """Requests of the running trial finished so far."""
 
     def end(self, trial: dict) -> None:
-        r = trial["result"]
-        mark = "meets SLO" if trial["feasible"] else "misses SLO"
-        if trial.get("invalid"):
-            mark = f"invalid measurement ({trial['invalid']})"
-        how = " (resumed)" if trial.get("resumed") else f" ({trial['wall_s']:.1f} s)"
-        self.stream.write(f"{chr(13) if self.live else ''}{self.label}: TTFT p50 {r['median_ttft_ms'] / 1000:.2f} s, "
-                          f"{r['output_throughput']:.1f} tok/s, {mark}{how}\n")
-        self.stream.flush()
+        """A trial finished (or was found on disk: trial["resumed"])."""
+
+
+class NoProgress:
+    def begin(self, label: str, total: int) -> None:
+        pass
+
+    def running(self, records: list[RequestRecord], elapsed: float) -> None:
+        pass
+
+    def end(self, trial: dict) -> None:
+        pass
 
 
 def observe(trial: dict) -> Observation:
@@ -127,7 +114,7 @@ def judge(result: dict, limits: list[Limit]) -> float:
 
 
 class Tuner:
-    def __init__(self, options: TuneOptions, store: RunStore, progress: ProgressLine | None = None):
+    def __init__(self, options: TuneOptions, store: RunStore, progress: TuneProgress | None = None):
         self.options = options
         self.store = store
         self.limits = parse_slo(options.slo)
@@ -140,8 +127,8 @@ class Tuner:
                               options.clock if options.target != "virtual" else "virtual")
         self.configs = parse_params(tuple(options.params))
         self.grid = tuple(sorted(set(options.concurrencies)))
-        total = len(self.configs) * estimate_trials(self.grid, options.grid) + (1 if options.baseline else 0)
-        self.progress = progress or ProgressLine(total)
+        self.total = len(self.configs) * estimate_trials(self.grid, options.grid) + (1 if options.baseline else 0)
+        self.progress = progress or NoProgress()
         self.trials: list[dict] = []
         self.measured = 0
 
@@ -163,7 +150,7 @@ class Tuner:
 
     def trial(self, target, settings: dict, kind: str, concurrency: int, load: TrialLoad) -> dict:
         key = settings_key(settings)
-        self.progress.begin(f"{key} {kind} c={concurrency}")
+        self.progress.begin(f"{key} {kind} c={concurrency}", self.total)
         found = self.store.load_trial(key, kind, concurrency)
         if found is not None:
             found["resumed"] = True
