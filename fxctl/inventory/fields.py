@@ -26,8 +26,8 @@ shape = functools.partial(dataclass, frozen=True, kw_only=True,
                           config=ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True))
 
 
-def refuse(message: str, at: int | None = None) -> PydanticCustomError:
-    """A refusal with its final wording; `at` is a list index below the field the problem is about."""
+def refuse(message: str, at: int | str | None = None) -> PydanticCustomError:
+    """A refusal with its final wording; `at` is a list index or key below the field it is about."""
     ctx: dict[str, Any] = {"message": message}
     if at is not None:
         ctx["at"] = at
@@ -53,7 +53,7 @@ def between(low: int, high: int) -> Any:
 
 def one_of(*choices: Any) -> Any:
     def check(value):
-        if value not in choices:
+        if not any(value == c and type(value) is type(c) for c in choices):  # 1.0 and true are not 1
             raise refuse(f"{value!r} is not allowed; one of: {', '.join(str(c) for c in choices)}")
         return value
     return Annotated[Any, AfterValidator(check)]

@@ -195,6 +195,16 @@ class ServeSpec:
     l2_dir: checked(v.mount_point) | None = None
     python: Str | None = None            # python interpreter of the serving environment
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes_by_their_keys(cls, data: Any) -> Any:
+        """A file writes l1_size and l2_size; l1_bytes and l2_bytes are the fields' names in Python only."""
+        if isinstance(data, dict):
+            for name in ("l1_bytes", "l2_bytes"):
+                if name in data:
+                    raise refuse(f"unknown key; write {name.replace('bytes', 'size')} (a size such as 64G)", at=name)
+        return data
+
     def set_fields(self) -> dict[str, Any]:
         """The fields the inventory set, by field name (l1_bytes, not l1_size)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}

@@ -36,7 +36,7 @@ def problems_of(error: ValidationError, doc: Document, root: type) -> list[Probl
                 loc += (ctx["at"],)
         elif kind in ("missing", "missing_argument", "missing_keyword_only_argument"):
             loc, message = loc[:-1], f"missing required key '{loc[-1]}'"
-        elif kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        elif kind in ("extra_forbidden", "unexpected_keyword_argument", "invalid_key"):
             message = f"unknown key; allowed here: {', '.join(allowed_keys(root, loc[:-1]))}"
         elif kind in _TYPES:
             message = f"must be {_TYPES[kind]}, got {type_name(item['input'])}"

@@ -109,7 +109,12 @@ class _Walk:
             raise self._refuse(path, f"the document expands to more than {MAX_VALUES} values "
                                      "(YAML aliases repeating a large value?)")
         if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
-            return _constructor.construct_object(node, deep=True)
+            try:
+                return _constructor.construct_object(node, deep=True)
+            except yaml.YAMLError as exc:  # a tag the safe loader does not know (!!python/object ...)
+                line = node.start_mark.line + 1
+                raise SyntaxProblem(Problem(self.doc.file, line, key_name(path),
+                                            f"invalid YAML: {getattr(exc, 'problem', None) or exc}")) from None
         if id(node) in self.inside:
             raise self._refuse(path, "a YAML alias refers to a value that contains it (a cycle)")
         self.inside.add(id(node))
