@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fxctl.errors import ExitCode
 from tests.support.cli import run_main
 
@@ -25,8 +27,9 @@ def test_inventory_of_a_stopped_lab_fails_with_a_hint(monkeypatch, capsys, tmp_p
     assert "not running" in err
 
 
-def test_lab_names_are_checked(monkeypatch, capsys, tmp_path):
-    code, _, err = run(["lab", "status", "--name", "../etc"], monkeypatch, capsys, tmp_path)
+@pytest.mark.parametrize("name", ["../etc", "lab\n"])
+def test_lab_names_are_checked(monkeypatch, capsys, tmp_path, name):
+    code, _, err = run(["lab", "status", "--name", name], monkeypatch, capsys, tmp_path)
     assert code == ExitCode.BAD_INPUT and "not valid" in err
 
 

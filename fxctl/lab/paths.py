@@ -23,7 +23,7 @@ def state_root() -> Path:
 
 
 def check_lab_name(name: str) -> str:
-    if not LAB_NAME.match(name):
+    if not LAB_NAME.fullmatch(name):  # $ alone would let a trailing newline through
         raise BadInput(f"lab name {name!r} is not valid",
                        "use 1-31 lowercase letters, digits and dashes, starting with a letter or digit")
     return name
