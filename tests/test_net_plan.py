@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from fxctl.inventory.model import InterfaceSpec, build_network
-from fxctl.net.desired import Knobs, resolve_interfaces
+from fxctl.net.desired import Knobs, Nic, resolve_interfaces
 from fxctl.net.persist import persisted_files
-from fxctl.net.recipe import NetRecipe, Nic
+from fxctl.net.recipe import NetRecipe
 from fxctl.ops.net import is_unsupported
 from fxctl.output import to_plain
 from tests.golden import GOLDEN, check_golden, load_target

@@ -10,8 +10,8 @@ import os
 import shutil
 import time
 
+from fxctl.bench.chunks import ChunkShape, ChunkSource
 from fxctl.bench.disk import drop_page_cache
-from fxctl.bench.workload import ChunkShape, ChunkSource
 from fxctl.units import GIB, MIB
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
+from fxctl.bench.chunks import SHAPES, ChunkShape, ChunkSource
 from fxctl.bench.disk import drop_page_cache, fio_read_limit, run_fio
-from fxctl.bench.workload import SHAPES, ChunkShape, ChunkSource
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, MIB, PAGE_BYTES, padded

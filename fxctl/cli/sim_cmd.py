@@ -90,7 +90,8 @@ def calibrate_command(app: App, profile_name, requests_per_client):
 @click.argument("profile_name")
 @click.pass_obj
 def profile_command(app: App, profile_name):
-    from fxctl.sim.profile import describe_profile, load_profile
+    from fxctl.sim.describe import describe_profile
+    from fxctl.sim.profile import load_profile
 
     profile = load_profile(profile_name)
     described = describe_profile(profile)

@@ -16,6 +16,23 @@ DRIVER_OF_KERNEL_MODULE = {"mlx5_core": "mlx5", "bnxt_en": "bnxt"}
 SOFT_ROCE_DEVICE = "rxe0"
 
 
+@dataclass(frozen=True)
+class Nic:
+    """One interface of one host, resolved: netdev, RDMA device, and the QoS driver to use."""
+
+    spec: InterfaceSpec
+    driver: str              # dcb | mlx5 | bnxt
+    kernel_driver: str | None = None
+
+    @property
+    def netdev(self) -> str:
+        return self.spec.netdev  # type: ignore[return-value]
+
+    @property
+    def device(self) -> str | None:
+        return self.spec.rdma_device
+
+
 def qos_driver(configured: str, kernel_driver: str | None) -> str:
     """dcb, mlx5 or bnxt: as configured, or (auto) from the netdev's kernel driver."""
     if configured != "auto":

@@ -7,15 +7,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from fxctl import data
 from fxctl.engine.plan import Operation
+from fxctl.net.desired import Knobs, Nic
 from fxctl.ops.files import ensure_file
-
-if TYPE_CHECKING:
-    from fxctl.net.desired import Knobs
-    from fxctl.net.recipe import Nic
 
 CONFIG_PATH = "/etc/fxctl/net.json"
 SCRIPT_PATH = "/usr/local/lib/fxctl/net-apply.py"

@@ -14,28 +14,11 @@ from fxctl.facts.files import FileContent
 from fxctl.facts.net import ConfigValues, DcbShow, Link, MlnxQos, Pause, RdmaCmDefaults, RdmaLinks
 from fxctl.facts.system import IpAddresses
 from fxctl.facts.systemd import UnitEnabled
-from fxctl.inventory.model import Host, InterfaceSpec
-from fxctl.net.desired import Knobs
+from fxctl.inventory.model import Host
+from fxctl.net.desired import Knobs, Nic
 from fxctl.net.persist import UNIT_NAME, ensure_persisted, persisted_files
 from fxctl.ops import net as ops
 from fxctl.ops.systemd import ensure_unit_enabled
-
-
-@dataclass(frozen=True)
-class Nic:
-    """One interface of one host, resolved: netdev, RDMA device, and the QoS driver to use."""
-
-    spec: InterfaceSpec
-    driver: str              # dcb | mlx5 | bnxt
-    kernel_driver: str | None = None
-
-    @property
-    def netdev(self) -> str:
-        return self.spec.netdev  # type: ignore[return-value]
-
-    @property
-    def device(self) -> str | None:
-        return self.spec.rdma_device
 
 
 def ecn_knobs(priority: int) -> tuple[str, ...]:

@@ -16,8 +16,8 @@ from fxctl.engine.fact import gather_facts
 from fxctl.errors import ExitCode
 from fxctl.facts.net import NicDriver, RdmaLinks
 from fxctl.inventory.model import Host, Inventory
-from fxctl.net.desired import Knobs, check_network, interfaces_of, qos_driver, resolve_interfaces
-from fxctl.net.recipe import NetRecipe, Nic
+from fxctl.net.desired import Knobs, Nic, check_network, interfaces_of, qos_driver, resolve_interfaces
+from fxctl.net.recipe import NetRecipe
 from fxctl.ops.net import is_unsupported
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import run_on_hosts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fxctl.errors import BadInput
 from fxctl.sim.profile import Profile
 from fxctl.units import GB  # noqa: F401 (GB: imported from here by older callers)
 
@@ -121,7 +122,6 @@ def hbm_kv_blocks(profile: Profile) -> int:
     free = usable - profile.get("model", "weight_bytes_gb") * GB \
         - gpus * profile.get("serving", "activation_reserve_gb") * GB
     if free <= 0:
-        from fxctl.errors import BadInput
         raise BadInput(f"{profile.path}: the weights do not fit in HBM at this tensor parallelism",
                        "raise serving.tensor_parallel or gpu_memory_utilization")
     return int(free // (kv_bytes_per_token(profile) * block))

@@ -198,25 +198,3 @@ def type_name(kind: Any) -> str:
     if kind is NUM:
         return "a number"
     return {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind))
-
-
-def describe_profile(profile: Profile) -> dict:
-    """Parameters with sources, plus the figures the cost model derives from them."""
-    from fxctl.sim.cost import hbm_kv_blocks, kv_bytes_per_token
-    from fxctl.sim.tierset import tier_rates
-
-    params = [{"parameter": f"{s}.{k}", "value": p.value, "source": p.source or "-"}
-              for s, section in profile.sections.items() for k, p in section.items()]
-    derived: dict[str, Any] = {"cost_model": profile.cost_model, "hbm_kv_blocks": hbm_kv_blocks(profile),
-                               "block_size": profile.get("serving", "block_size", 16)}
-    if profile.cost_model != "fixed":
-        rates = tier_rates(profile)
-        derived.update({
-            "kv_bytes_per_token": kv_bytes_per_token(profile),
-            "hbm_kv_tokens": hbm_kv_blocks(profile) * profile.get("serving", "block_size", 16),
-            "l1_chunks": rates.l1_chunks, "l2_chunks": rates.l2_chunks,
-            "l2_read_gbs": round(rates.l2_bps / 1e9, 2),
-            "l2_read_gbs_stock_lmcache": round(tier_rates(profile, "lmcache-disk").l2_bps / 1e9, 2),
-            "l2_per_request_gbs": round(rates.l2_request_bps / 1e9, 2)})
-    return {"profile": profile.name, "path": str(profile.path), "description": profile.description,
-            "emulator": "simulated GPU timing", "parameters": params, "derived": derived}

@@ -2,8 +2,8 @@
 
 from click.testing import CliRunner
 
+from fxctl.bench.chunks import LLAMA_8B_TP1, QWEN_480B_TP8, ChunkSource
 from fxctl.bench.tier import TierBenchSpec, bench_l1_hits, bench_recovery
-from fxctl.bench.workload import LLAMA_8B_TP1, QWEN_480B_TP8, ChunkSource
 from fxctl.cli import cli
 
 

@@ -1,4 +1,7 @@
-"""The benchmark's workload: KV chunks in real models' per-rank shapes, with reproducible contents."""
+"""KV chunks for the tier benchmark (`fxctl bench tier`): real models' per-rank shapes, reproducible contents.
+
+Not to be confused with workloads.py, the HTTP load generator's prompts.
+"""
 
 from __future__ import annotations
 
