@@ -66,9 +66,20 @@ def render(app, result, journal) -> None:
         click.echo()
         click.echo(table([[v["host"], v["array"], v["check"], "ok" if v["ok"] else "FAILED", v["detail"]]
                           for v in result.verify], ["host", "array", "verify", "result", "detail"]))
+    click.echo("\n" + summary_line(result, journal.path))
+
+
+def summary_line(result, journal_path) -> str:
+    """One line: steps changed (or pending under --check), then which hosts failed or still differ."""
     reports = result.all_reports()
-    changed = sum(1 for r in reports for s in r.steps if s.status in (Status.CHANGED, Status.PENDING))
+    moved = [(r.host, s) for r in reports for s in r.steps if s.status in (Status.CHANGED, Status.PENDING)]
     failed = sorted(result.failed_hosts())
+    pending = sorted({host for host, _ in moved})
+    if failed:
+        state = f"FAILED on {', '.join(failed)}"
+    elif result.check and pending:  # "ok" would hide that a host differs from the inventory
+        state = f"changes pending on {', '.join(pending)}"
+    else:
+        state = "all hosts ok"
     verb = "would change" if result.check else "changed"
-    click.echo(f"\n{result.action}: {changed} step(s) {verb}; "
-               + (f"FAILED on {', '.join(failed)}" if failed else "all hosts ok") + f"; journal: {journal.path}")
+    return f"{result.action}: {len(moved)} step(s) {verb}; {state}; journal: {journal_path}"
