@@ -18,7 +18,8 @@ from pathlib import Path
 
 from fxctl.errors import FxError
 
-REPO = Path(__file__).resolve().parents[2]
+# the folder holding the fxctl this process imported (a checkout or site-packages): the server imports the same
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -32,7 +33,7 @@ class ServerProcess:
         self.output: list[str] = []
 
     def start(self) -> str:
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=env, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout_s
