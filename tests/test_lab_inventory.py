@@ -114,3 +114,14 @@ def test_bigger_lab_gets_one_array_per_link_over_a_share_of_drives(lab_state):
     assert [a["listen"]["address"] for a in arrays] == ["10.99.0.1", "10.99.1.1"]
     serials = [d["serial"] for a in arrays for d in a["drives"]]
     assert len(serials) == len(set(serials)) == 4
+
+
+def test_lab_inventory_leaves_defaults_to_the_model(lab_state):
+    state = lab_state()
+    data = render_inventory(state)
+    (array,) = data["arrays"]
+    assert "raid" not in array and "transport" not in array and "port" not in array["listen"]
+    inventory = load_inventory_text(yaml.safe_dump(data, sort_keys=False), "lab.yaml")
+    (spec,) = inventory.arrays
+    assert (spec.transport, spec.listen_port, spec.chunk_bytes, inventory.network.mtu) == ("rdma", 4420, 65536, 9000)
+    assert inventory.hosts["target1"].user == "root"

@@ -7,20 +7,19 @@ from fxctl.lab.ports import LOOPBACK
 from fxctl.lab.state import GuestRecord, LabState
 
 NQN_PREFIX = "nqn.2026-11.io.fxctl.lab"
-LISTEN_PORT = 4420
 
 
 def render_inventory(state: LabState) -> dict:
     """hosts (127.0.0.1 + forwarded port, pinned host key), arrays, network (rxe on the private
-    links, MTU 9000) and `lab:` facts (each guest's private-link addresses, ports, drives)."""
+    links) and `lab:` facts (each guest's private-link addresses, ports, drives). What the lab leaves at
+    fxctl's defaults (user root, rdma on port 4420, 64K chunks, MTU 9000, ...) is not written: those are
+    declared once, in fxctl.inventory.model."""
     return {
         "version": 1,
-        "defaults": {"user": "root", "key": str(client_key(state)), "known_hosts": str(known_hosts_file(state)),
-                     "sudo": False, "connect_timeout": 10},
+        "defaults": {"key": str(client_key(state)), "known_hosts": str(known_hosts_file(state))},
         "hosts": {g.name: _host(state, g) for g in state.guests},
         "arrays": lab_arrays(state),
-        "network": {"driver": "auto", "mtu": 9000, "global_pause": False,
-                    "interfaces": {g.name: [{"netdev": link.netdev, "address": link.address, "soft_roce": True}
+        "network": {"interfaces": {g.name: [{"netdev": link.netdev, "address": link.address, "soft_roce": True}
                                             for link in g.links] for g in state.guests if g.links}},
         "lab": {"name": state.name, "image": state.image_key, "guests": {g.name: _facts(g) for g in state.guests}},
     }
@@ -51,11 +50,9 @@ def lab_arrays(state: LabState) -> list[dict]:
             name = "kvtier" if len(state.guests) == 2 else f"kvtier-{target.name}-{link.peer}"
             arrays.append({
                 "name": name, "target": target.name, "nqn": f"{NQN_PREFIX}:{state.name}.{name}",
-                "transport": "rdma", "listen": {"address": link.address.split("/")[0], "port": LISTEN_PORT},
+                "listen": {"address": link.address.split("/")[0]},
                 "drives": [{"serial": d.serial} for d in drives], "initiators": [link.peer],
-                "raid": {"chunk": "64K", "metadata": "1.2"},
-                "filesystem": {"type": "xfs", "label": "kvtier" if name == "kvtier" else f"kvtier{link.index}",
-                               "mount": f"/mnt/{name}",
-                               "options": ["noatime", "logbsize=256k", "largeio", "swalloc"]},
+                "filesystem": {"label": "kvtier" if name == "kvtier" else f"kvtier{link.index}",
+                               "mount": f"/mnt/{name}"},
             })
     return arrays
