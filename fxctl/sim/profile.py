@@ -7,90 +7,156 @@ from. Loading validates every key and value and names the file, the key and what
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 from fxctl.errors import BadInput
+from fxctl.inventory.fields import Str, one_of, refuse, shape
+from fxctl.inventory.problems import problems_of
+from fxctl.inventory.source import Document, SyntaxProblem, load_yaml_file
 from fxctl.shipped import profile_path, shipped_dir
 
 PROFILE_DIR = shipped_dir("profiles")   # the shipped profiles (package data; see fxctl.shipped)
 
-# section -> key -> (type, must carry a source, allowed values or None)
 NUM = (int, float)
-SCHEMA: dict[str, dict[str, tuple[Any, bool, Any]]] = {
-    "model": {
-        "name": (str, False, None),
-        "weight_bytes_gb": (NUM, True, None),
-        "active_params_b": (NUM, True, None),
-        "layers": (int, True, None),
-        "attention_heads": (int, True, None),
-        "kv_heads": (int, True, None),
-        "head_dim": (int, True, None),
-        "kv_dtype_bytes": (NUM, True, None),
-        "experts": (int, True, None),
-        "experts_per_token": (int, True, None),
-        "expert_weight_share": (NUM, True, None),
-        "max_model_len": (int, False, None),
-    },
-    "gpu": {
-        "name": (str, False, None),
-        "count": (int, False, None),
-        "hbm_gb": (NUM, True, None),
-        "hbm_bandwidth_gbs": (NUM, True, None),
-        "peak_tflops": (NUM, True, None),
-    },
-    "serving": {
-        "tensor_parallel": (int, False, None),
-        "instances": (int, False, None),
-        "gpu_memory_utilization": (NUM, False, None),
-        "activation_reserve_gb": (NUM, True, None),
-        "block_size": (int, False, None),
-        "max_num_seqs": (int, False, None),
-        "max_num_batched_tokens": (int, False, None),
-        "offload": (bool, False, None),
-        "num_gpu_blocks": (int, False, None),
-        # real serving (fxctl serve --engine vllm): the host's device kind (default: from gpu.name) and,
-        # on a CPU host, vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE, GiB)
-        "device": (str, False, ("cuda", "rocm", "ascend", "cpu")),
-        "cpu_kv_cache_gb": (NUM, False, None),
-    },
-    "efficiency": {
-        "prefill_mfu": (NUM, True, None),
-        "hbm_bandwidth_efficiency": (NUM, True, None),
-        "step_overhead_ms": (NUM, True, None),
-    },
-    "tiers": {
-        "chunk_tokens": (int, False, None),
-        "l1_size_gb": (NUM, True, None),
-        "l1_bandwidth_gbs": (NUM, True, None),
-        "l2_size_gb": (NUM, True, None),
-        "l2_ssd_count": (int, True, None),
-        "l2_ssd_read_gbs": (NUM, True, None),
-        "l2_link_gbits": (NUM, True, None),
-        "l2_link_efficiency": (NUM, True, None),
-        "l2_read_efficiency": (NUM, True, None),
-        "l2_request_read_gbs": (NUM, True, None),
-        "l2_backend": (str, False, ("fxctl", "lmcache-disk")),
-        "stock_l2_read_efficiency": (NUM, True, None),
-        "stock_l2_link_efficiency": (NUM, True, None),
-    },
-    "fixed_delays": {
-        "ttft_ms": (NUM, False, None),
-        "tpot_ms": (NUM, False, None),
-    },
-}
-TOP_LEVEL = {"name": str, "description": str, "emulator": str, "cost_model": str, "calibration": dict}
-COST_MODELS = ("roofline", "fixed")
-OPTIONAL_SECTIONS = {"fixed_delays", "calibration"}
+_KINDS = {NUM: "a number", int: "an integer", str: "a string", bool: "true or false"}
 
 
 @dataclass
 class Param:
     value: Any
     source: str = ""
+
+
+class _NeedsSource:
+    """Marks a cost-model parameter: written {value: X, source: '...'} and required in a used section."""
+
+
+NEEDS_SOURCE = _NeedsSource()
+
+
+def param(kind: Any, *, source: bool = False, choices: tuple = ()) -> Any:
+    """A parameter: a plain value, or {value: X, source: '...'} (the only form when `source`), read as Param."""
+    def check(entry: Any) -> Param:
+        value, where = entry, ""
+        if isinstance(entry, dict):
+            if extra := sorted(set(entry) - {"value", "source"}, key=str):
+                raise refuse(f"unknown key {extra[0]!r}; a parameter is {{value: X, source: '...'}}")
+            value, where = entry.get("value"), entry.get("source") or ""
+            if not isinstance(where, str):
+                raise refuse("source must be a string")
+        if source and not where:
+            raise refuse("needs a source: write {value: ..., source: '...'}")
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            raise refuse(f"{value!r} must be {_KINDS[kind]}")
+        if choices and value not in choices:
+            raise refuse(f"{value!r} is not allowed; one of: {', '.join(choices)}")
+        if kind in (int, NUM) and value < 0:
+            raise refuse(f"{value} must not be negative")
+        return Param(value, where)
+    return Annotated[Any, AfterValidator(check), *((NEEDS_SOURCE,) if source else ())]
+
+
+def cost(kind: Any = NUM) -> Any:
+    return param(kind, source=True)
+
+
+@shape
+class ModelSection:
+    name: param(str) = None
+    weight_bytes_gb: cost() = None
+    active_params_b: cost() = None
+    layers: cost(int) = None
+    attention_heads: cost(int) = None
+    kv_heads: cost(int) = None
+    head_dim: cost(int) = None
+    kv_dtype_bytes: cost() = None
+    experts: cost(int) = None
+    experts_per_token: cost(int) = None
+    expert_weight_share: cost() = None
+    max_model_len: param(int) = None
+
+
+@shape
+class GpuSection:
+    name: param(str) = None
+    count: param(int) = None
+    hbm_gb: cost() = None
+    hbm_bandwidth_gbs: cost() = None
+    peak_tflops: cost() = None
+
+
+@shape
+class ServingSection:
+    tensor_parallel: param(int) = None
+    instances: param(int) = None
+    gpu_memory_utilization: param(NUM) = None
+    activation_reserve_gb: cost() = None
+    block_size: param(int) = None
+    max_num_seqs: param(int) = None
+    max_num_batched_tokens: param(int) = None
+    offload: param(bool) = None
+    num_gpu_blocks: param(int) = None
+    # real serving (fxctl serve --engine vllm): the host's device kind (default: from gpu.name) and,
+    # on a CPU host, vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE, GiB)
+    device: param(str, choices=("cuda", "rocm", "ascend", "cpu")) = None
+    cpu_kv_cache_gb: param(NUM) = None
+
+
+@shape
+class EfficiencySection:
+    prefill_mfu: cost() = None
+    hbm_bandwidth_efficiency: cost() = None
+    step_overhead_ms: cost() = None
+
+
+@shape
+class TiersSection:
+    chunk_tokens: param(int) = None
+    l1_size_gb: cost() = None
+    l1_bandwidth_gbs: cost() = None
+    l2_size_gb: cost() = None
+    l2_ssd_count: cost(int) = None
+    l2_ssd_read_gbs: cost() = None
+    l2_link_gbits: cost() = None
+    l2_link_efficiency: cost() = None
+    l2_read_efficiency: cost() = None
+    l2_request_read_gbs: cost() = None
+    l2_backend: param(str, choices=("fxctl", "lmcache-disk")) = None
+    stock_l2_read_efficiency: cost() = None
+    stock_l2_link_efficiency: cost() = None
+
+
+@shape
+class FixedDelaysSection:
+    ttft_ms: param(NUM) = None
+    tpot_ms: param(NUM) = None
+
+
+@shape
+class ProfileFile:
+    """A profile as written: the roofline cost model needs every section but fixed_delays, and in each
+    every sourced parameter; the fixed one needs only fixed_delays."""
+
+    name: Str | None = None              # the file's stem when not given
+    description: Str = ""
+    emulator: Str | None = None
+    cost_model: one_of("roofline", "fixed") = "roofline"
+    calibration: dict[Str, Any] = Field(default_factory=dict)
+    model: ModelSection | None = None
+    gpu: GpuSection | None = None
+    serving: ServingSection | None = None
+    efficiency: EfficiencySection | None = None
+    tiers: TiersSection | None = None
+    fixed_delays: FixedDelaysSection | None = None
+
+
+SECTIONS = ("model", "gpu", "serving", "efficiency", "tiers", "fixed_delays")
 
 
 @dataclass
@@ -130,71 +196,43 @@ def resolve_profile_path(name_or_path: str) -> Path:
 def load_profile(name_or_path: str) -> Profile:
     path = resolve_profile_path(name_or_path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise BadInput(f"{path}: not valid YAML: {exc}", "fix the syntax") from exc
-    return parse_profile(raw, path)
+        doc = load_yaml_file(path)
+    except SyntaxProblem as exc:
+        raise BadInput(str(exc.problem), "fix the syntax") from None
+    return parse_profile(doc.data, path, doc)
 
 
-def parse_profile(raw: Any, path: Path) -> Profile:
-    if not isinstance(raw, dict):
-        raise BadInput(f"{path}: a profile is a mapping of sections", "see profiles/lab.yaml")
-    problems: list[str] = []
-    for key, value in raw.items():
-        if key not in TOP_LEVEL and key not in SCHEMA:
-            allowed = ", ".join(sorted(set(TOP_LEVEL) | set(SCHEMA)))
-            problems.append(f"unknown key '{key}' (allowed: {allowed})")
-        elif key in TOP_LEVEL and not isinstance(value, TOP_LEVEL[key]):
-            problems.append(f"'{key}' must be a {TOP_LEVEL[key].__name__}")
-    cost_model = raw.get("cost_model", "roofline")
-    if cost_model not in COST_MODELS:
-        problems.append(f"'cost_model' is '{cost_model}' (allowed: {', '.join(COST_MODELS)})")
-    required = {"fixed_delays"} if cost_model == "fixed" else set(SCHEMA) - OPTIONAL_SECTIONS
-    sections: dict[str, dict[str, Param]] = {}
-    for section, schema in SCHEMA.items():
-        body = raw.get(section)
-        if body is None:
-            if section in required:
-                problems.append(f"missing section '{section}'")
-            continue
-        if not isinstance(body, dict):
-            problems.append(f"'{section}' must be a mapping")
-            continue
-        sections[section] = parse_section(section, body, schema, problems,
-                                          need_all=section in required)
+def parse_profile(raw: Any, path: Path, doc: Document | None = None) -> Profile:
+    """The validated profile; BadInput naming every problem with file:line: key (line 1 without `doc`)."""
+    doc = doc or Document(file=str(path), data=raw)
+    problems = [doc.problem(where, f"duplicate key (also on an earlier line); line {line} wins")
+                for where, line in doc.duplicates]
+    try:
+        book = TypeAdapter(ProfileFile).validate_python(raw)
+    except ValidationError as exc:
+        book, problems = None, problems + problems_of(exc, doc, ProfileFile)
+    if book is not None:
+        problems += missing_parts(book, doc)
     if problems:
-        raise BadInput(f"{path}: " + "; ".join(problems),
+        problems.sort(key=lambda p: (p.line or 0, p.key))
+        raise BadInput(f"{path}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems),
                        "every cost-model value is {value: X, source: '...'}; see profiles/lab.yaml")
-    name = raw.get("name", path.stem)
-    return Profile(name, path, raw.get("description", ""), cost_model, sections, raw.get("calibration", {}))
+    sections = {name: {f.name: getattr(section, f.name) for f in dataclasses.fields(section)
+                       if getattr(section, f.name) is not None}
+                for name in SECTIONS if (section := getattr(book, name)) is not None}
+    return Profile(book.name or path.stem, path, book.description, book.cost_model, sections, book.calibration)
 
 
-def parse_section(section: str, body: dict, schema: dict, problems: list[str], *, need_all: bool) -> dict:
-    params: dict[str, Param] = {}
-    for key, entry in body.items():
-        if key not in schema:
-            problems.append(f"unknown key '{section}.{key}' (allowed: {', '.join(schema)})")
+def missing_parts(book: ProfileFile, doc: Document) -> list:
+    """The sections the cost model needs, and in each the sourced parameters, that the file lacks."""
+    needed = ("fixed_delays",) if book.cost_model == "fixed" else tuple(s for s in SECTIONS if s != "fixed_delays")
+    problems = []
+    for name in needed:
+        section = getattr(book, name)
+        if section is None:
+            problems.append(doc.problem((), f"missing required key '{name}'"))
             continue
-        kind, needs_source, allowed = schema[key]
-        value, source = (entry.get("value"), entry.get("source", "")) if isinstance(entry, dict) else (entry, "")
-        if needs_source and not source:
-            problems.append(f"'{section}.{key}' needs a source: write {{value: ..., source: '...'}}")
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-            problems.append(f"'{section}.{key}' is {value!r}: must be {type_name(kind)}")
-            continue
-        if allowed and value not in allowed:
-            problems.append(f"'{section}.{key}' is {value!r} (allowed: {', '.join(allowed)})")
-        elif isinstance(value, NUM) and not isinstance(value, bool) and value < 0:
-            problems.append(f"'{section}.{key}' is {value}: must not be negative")
-        params[key] = Param(value, source)
-    if need_all:
-        for key, (_, needs_source, _) in schema.items():
-            if needs_source and key not in params and not any(key in p for p in problems):
-                problems.append(f"missing key '{section}.{key}'")
-    return params
-
-
-def type_name(kind: Any) -> str:
-    if kind is NUM:
-        return "a number"
-    return {int: "an integer", str: "a string", bool: "true or false"}.get(kind, str(kind))
+        hints = typing.get_type_hints(type(section), include_extras=True)
+        problems += [doc.problem((name,), f"missing required key '{f.name}'") for f in dataclasses.fields(section)
+                     if getattr(section, f.name) is None and NEEDS_SOURCE in getattr(hints[f.name], "__metadata__", ())]
+    return problems

@@ -59,21 +59,21 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
     data["tiers"]["l2_backend"] = "s3"
     with pytest.raises(BadInput) as err:
         load_profile(str(write(tmp_path, data)))
-    assert "'gpu.hbm_gb' is 'lots': must be a number" in err.value.message
-    assert "'tiers.l2_backend' is 's3' (allowed: fxctl, lmcache-disk)" in err.value.message
+    assert "gpu.hbm_gb: 'lots' must be a number" in err.value.message
+    assert "tiers.l2_backend: 's3' is not allowed; one of: fxctl, lmcache-disk" in err.value.message
 
 
 def test_cost_parameter_without_source_is_refused(tmp_path):
     data = base_profile()
     data["efficiency"]["prefill_mfu"] = 0.5
-    with pytest.raises(BadInput, match="'efficiency.prefill_mfu' needs a source"):
+    with pytest.raises(BadInput, match="efficiency.prefill_mfu: needs a source"):
         load_profile(str(write(tmp_path, data)))
 
 
 def test_missing_cost_parameter_and_unknown_profile(tmp_path):
     data = base_profile()
     del data["gpu"]["peak_tflops"]
-    with pytest.raises(BadInput, match="missing key 'gpu.peak_tflops'"):
+    with pytest.raises(BadInput, match="gpu: missing required key 'peak_tflops'"):
         load_profile(str(write(tmp_path, data)))
     with pytest.raises(BadInput, match="no such profile: nope") as err:
         load_profile("nope")
@@ -110,3 +110,16 @@ def test_every_roofline_profile_serves_a_long_prefix_from_l2_at_the_per_request_
     assert load_s <= from_l2 <= load_s + 0.1 * recompute  # plus the last partial chunk's prefill
     if name.startswith("mi308x") or name == "lab":
         assert from_l2 < recompute
+
+
+def test_profile_problems_name_the_line(tmp_path):
+    path = tmp_path / "p.yaml"
+    text = (PROFILE_DIR / "lab.yaml").read_text()
+    path.write_text(text + "tierz: {}\n")
+    with pytest.raises(BadInput) as err:
+        load_profile(str(path))
+    line = len(text.splitlines()) + 1
+    assert f"{path}:{line}: tierz: unknown key; allowed here: name, description" in err.value.message
+    path.write_text("- not a mapping\n")
+    with pytest.raises(BadInput, match=":1: must be a mapping, got a list"):
+        load_profile(str(path))
