@@ -229,3 +229,9 @@ def test_every_default_comes_from_the_model():
     assert (array.chunk_bytes, array.raid_name, array.fs_label, array.listen_port) == (65536, "kv", "kv", 4420)
     assert array.mount_options == ("noatime", "logbsize=256k", "largeio", "swalloc")
     assert (inventory.hosts["t1"].port, inventory.hosts["t1"].user) == (22, "root")
+
+
+def test_a_host_with_vars_is_hashable():
+    inventory = load_inventory_text("version: 1\nhosts:\n  a: {address: 192.0.2.1, vars: {rack: r1}}\n")
+    host = inventory.hosts["a"]
+    assert host.vars == {"rack": "r1"} and {host: 1}[host] == 1

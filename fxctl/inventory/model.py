@@ -46,7 +46,8 @@ class HostEntry(HostOptions):
     roles: unique(one_of(*ROLES)) = ()
     hostnqn: checked(v.nqn) | None = None  # NVMe host NQN of this initiator
     hostid: Name | None = None             # NVMe host ID (UUID)
-    vars: dict[Name, Str] = Field(default_factory=dict)  # free-form labels, never sent to commands
+    # free-form labels, never sent to commands; not hashed, so that a Host stays usable as a key
+    vars: dict[Name, Str] = dataclasses.field(default_factory=dict, hash=False)
 
 
 @shape
