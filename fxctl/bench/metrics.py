@@ -12,6 +12,8 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from prometheus_client.parser import text_string_to_metric_families
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -185,17 +187,25 @@ def failed_too_many(result: dict, max_fraction: float | None = None) -> str:
 
 
 def parse_counters(text: str) -> dict[str, float]:
-    """Prometheus text -> {'name{labels}': value} for counters and gauges (enough for deltas)."""
-    values = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        try:
-            values[name] = float(value)
-        except ValueError:
-            continue
+    """Prometheus text -> {'name{labels}': value} for every sample (counters keep `_total`), through
+    prometheus_client's parser; labels in the order the text gives them. A page that is not Prometheus
+    text yields the samples before the first line the parser rejects."""
+    values: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                values[sample_key(sample.name, sample.labels)] = float(sample.value)
+    except ValueError:
+        pass
     return values
+
+
+def sample_key(name: str, labels: dict[str, str]) -> str:
+    """'name{k="v",...}' as the exposition writes it (escaped values), or the bare name without labels."""
+    if not labels:
+        return name
+    escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for v in labels.values())
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, escaped)) + "}"
 
 
 def tier_hit_rates(before: dict[str, float], after: dict[str, float]) -> dict[str, dict]:

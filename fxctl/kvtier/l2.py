@@ -209,6 +209,7 @@ class L2Tier:
                 for _i, _key, loc in written:
                     self._free_locked(loc)
         self.metrics.add("l2_bytes_written", sum(loc.nbytes for i, _k, loc in written if ok[i]))
+        self.metrics.add("l2_stores", sum(1 for i, _k, _loc in written if ok[i]))
         return ok
 
     def _count_write_error(self, exc: OSError, key: str) -> None:

@@ -1,70 +1,211 @@
-"""Counters and latency histograms of a tier store, as a plain dict that serve, tune and /metrics read."""
+"""The tier store's metrics: prometheus_client instruments on a registry of the store's own (several stores
+can live in one process), read back as the plain dict of TierStore.stats() and served over HTTP on request.
+
+The store counts events by short names (`l1_hits`, `l2_bytes_written`, `l2_read_errors` ...); COUNTERS maps
+each onto a Prometheus family and its labels. Exported families (`tier` is l1 or l2):
+
+  fxctl_tier_hits_total, fxctl_tier_misses_total           chunks found / not found, per tier
+  fxctl_tier_read_bytes_total, fxctl_tier_write_bytes_total  bytes read from / written into a tier
+  fxctl_tier_stored_chunks_total, fxctl_tier_evicted_total   chunks written into / evicted from a tier
+  fxctl_tier_demoted_total, fxctl_tier_promoted_total, fxctl_tier_dropped_total   moves between tiers
+  fxctl_tier_errors_total{tier="l2",kind=...}              read, write, enospc, checksum, checkpoint, open ...
+  fxctl_tier_skipped_writes_total, fxctl_tier_queue_full_total, fxctl_tier_puts_total
+  fxctl_tier_read_latency_seconds{tier}                    histogram of chunk reads
+  fxctl_tier_op_latency_seconds{op}                        histogram of put, l2_write, contains
+  fxctl_tier_used_bytes, fxctl_tier_capacity_bytes, fxctl_tier_chunks   gauges, read at scrape time
+  fxctl_tier_pending_write_bytes, fxctl_tier_pinned_chunks
+
+The hit, miss, read-bytes and chunk names are those fxctl sim exports, so `fxctl bench serve` reads per-tier
+hit rates from either. LMCache's MP server counts the same events as lmcache_mp_l1_read / l1_write /
+l1_evicted and lmcache_mp_l2_store_completed_objects / l2_prefetch_load_completed / l2_evicted_objects /
+l2_prefetch_failure (lmcache/v1/mp_observability/subscribers/metrics/l1.py, l2.py, l2_failures.py): the
+eviction family keeps its verb (evicted), and fxctl's own labels stay `tier` so one query covers both tiers.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections.abc import Callable, Iterable
 
-# upper bounds of the latency buckets, in seconds (Prometheus style: cumulative "le" buckets)
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+PREFIX = "fxctl_tier"
+
+# upper bounds of the latency buckets, in seconds
 LATENCY_BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                   2.5, 5.0, 10.0)
 
+L1, L2 = {"tier": "l1"}, {"tier": "l2"}
 
-class LatencyHistogram:
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BOUNDS) + 1)
-        self.total_s = 0.0
-        self.n = 0
+# the store's event name -> (Prometheus family without prefix and _total, labels)
+COUNTERS: dict[str, tuple[str, dict[str, str]]] = {
+    "l1_hits": ("hits", L1), "l2_hits": ("hits", L2),
+    "l1_misses": ("misses", L1), "l2_misses": ("misses", L2),
+    "l1_bytes_read": ("read_bytes", L1), "l2_bytes_read": ("read_bytes", L2),
+    "l1_bytes_written": ("write_bytes", L1), "l2_bytes_written": ("write_bytes", L2),
+    "l1_stores": ("stored_chunks", L1), "l2_stores": ("stored_chunks", L2),
+    "l1_evictions": ("evicted", L1), "l2_evictions": ("evicted", L2),
+    "l1_demotions": ("demoted", L1), "l1_dropped": ("dropped", L1), "l2_promotions": ("promoted", L2),
+    "l2_skipped_writes": ("skipped_writes", L2), "l2_queue_full": ("queue_full", L2),
+    "puts": ("puts", {}),
+    **{f"l2_{name}": ("errors", {"tier": "l2", "kind": kind}) for name, kind in (
+        ("read_errors", "read"), ("write_errors", "write"), ("enospc", "enospc"),
+        ("checksum_failures", "checksum"), ("checkpoint_errors", "checkpoint"), ("open_failures", "open"),
+        ("manifest_damaged", "manifest_damaged"), ("unverifiable", "unverifiable"))},
+}
 
-    def observe(self, seconds: float) -> None:
-        for i, bound in enumerate(LATENCY_BOUNDS):
-            if seconds <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
-        self.total_s += seconds
-        self.n += 1
+HELP = {
+    "hits": "Chunks found in the tier", "misses": "Chunks looked up in the tier and not found",
+    "read_bytes": "Bytes of chunks read from the tier", "write_bytes": "Bytes of chunks written into the tier",
+    "stored_chunks": "Chunks written into the tier", "evicted": "Chunks evicted from the tier",
+    "demoted": "Chunks evicted from L1 and queued for L2", "dropped": "Chunks evicted from L1 that L2 did not get",
+    "promoted": "Chunks copied up from L2 into L1 after repeated hits",
+    "skipped_writes": "Chunks not written to L2 (queue full or an error)",
+    "queue_full": "Puts that found the write-behind queue full", "puts": "Chunks put into the store",
+    "errors": "Errors of the tier, by kind (an error is a miss or a skipped write, never the caller's)",
+    "events": "Other events of the tier store",
+}
 
-    def quantile(self, q: float) -> float | None:
-        """Upper bound of the bucket holding the q-quantile (None without samples)."""
-        if not self.n:
-            return None
-        rank, seen = q * self.n, 0
-        for i, c in enumerate(self.counts):
-            seen += c
-            if seen >= rank and c:
-                return LATENCY_BOUNDS[i] if i < len(LATENCY_BOUNDS) else float("inf")
-        return float("inf")
+# the store's latency name -> (histogram family, labels)
+HISTOGRAMS: dict[str, tuple[str, dict[str, str]]] = {
+    "get_l1": ("read_latency_seconds", L1), "get_l2": ("read_latency_seconds", L2),
+    "put": ("op_latency_seconds", {"op": "put"}), "l2_write": ("op_latency_seconds", {"op": "l2_write"}),
+    "contains": ("op_latency_seconds", {"op": "contains"}),
+}
 
-    def to_dict(self) -> dict:
-        cumulative, buckets = 0, {}
-        for bound, c in zip(LATENCY_BOUNDS + (float("inf"),), self.counts):
-            cumulative += c
-            buckets["+Inf" if bound == float("inf") else str(bound)] = cumulative
-        return {"count": self.n, "sum_s": round(self.total_s, 6), "buckets": buckets,
-                "p50_s": self.quantile(0.5), "p99_s": self.quantile(0.99)}
+
+def _labels_key(labels: dict[str, str]) -> tuple:
+    return tuple(sorted(labels.items()))
 
 
 class TierMetrics:
-    """Thread-safe counters (`l1_hits`, `l2_bytes_read` ...) and named latency histograms."""
-
-    HISTOGRAMS = ("get_l1", "get_l2", "put", "l2_write", "contains")
+    """Counters and latency histograms of one store, in prometheus_client instruments on `registry`."""
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry()
         self._lock = threading.Lock()
-        self.counters: Counter[str] = Counter()
-        self.histograms = {name: LatencyHistogram() for name in self.HISTOGRAMS}
+        families: dict[str, Counter] = {}
+        for family, labels in COUNTERS.values():
+            if family not in families:
+                families[family] = Counter(f"{PREFIX}_{family}", HELP[family], sorted(labels), registry=self.registry)
+        families["events"] = Counter(f"{PREFIX}_events", HELP["events"], ["event"], registry=self.registry)
+        self._families = families
+        self._counters = {name: families[f].labels(**labels) if labels else families[f]
+                          for name, (f, labels) in COUNTERS.items()}
+        # reverse map for stats(): (sample name, labels) -> the store's event name
+        self._counter_names = {(f"{PREFIX}_{f}_total", _labels_key(labels)): name
+                               for name, (f, labels) in COUNTERS.items()}
+        hists = {
+            "read_latency_seconds": Histogram(f"{PREFIX}_read_latency_seconds", "Latency of chunk reads",
+                                              ["tier"], registry=self.registry, buckets=LATENCY_BOUNDS),
+            "op_latency_seconds": Histogram(f"{PREFIX}_op_latency_seconds", "Latency of the store's operations",
+                                            ["op"], registry=self.registry, buckets=LATENCY_BOUNDS),
+        }
+        self._histograms = {name: hists[f].labels(**labels) for name, (f, labels) in HISTOGRAMS.items()}
+        self._histogram_names = {(f"{PREFIX}_{f}", _labels_key(labels)): name
+                                 for name, (f, labels) in HISTOGRAMS.items()}
 
     def add(self, name: str, value: int = 1) -> None:
-        with self._lock:
-            self.counters[name] += value
+        counter = self._counters.get(name)
+        if counter is None:  # a name without a family of its own: counted, never lost
+            with self._lock:
+                counter = self._counters.setdefault(name, self._families["events"].labels(event=name))
+                self._counter_names[(f"{PREFIX}_events_total", (("event", name),))] = name
+        counter.inc(value)
 
     def observe(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self.histograms[name].observe(seconds)
+        self._histograms[name].observe(seconds)
+
+    def watch(self, read_usage: Callable[[], dict]) -> None:
+        """Export the gauges from `read_usage()` (TierStore.usage()) at every scrape."""
+        self.registry.register(UsageCollector(read_usage))
 
     def snapshot(self) -> dict:
-        with self._lock:
-            return {"counters": dict(sorted(self.counters.items())),
-                    "latency": {k: h.to_dict() for k, h in self.histograms.items()}}
+        """{"counters": {event: value} (non-zero ones), "latency": {name: {count, sum_s, buckets, p50_s, p99_s}}}."""
+        counters: dict[str, int] = {}
+        hists: dict[str, dict] = {name: {"count": 0, "sum_s": 0.0, "buckets": {}} for name in HISTOGRAMS}
+        for metric in self.registry.collect():
+            for s in metric.samples:
+                labels = dict(s.labels)
+                if metric.type == "counter":
+                    name = self._counter_names.get((s.name, _labels_key(labels)))
+                    if name is not None and s.value:
+                        counters[name] = int(s.value)
+                elif metric.type == "histogram":
+                    le = labels.pop("le", None)
+                    name = self._histogram_names.get((metric.name, _labels_key(labels)))
+                    if name is None:
+                        continue
+                    if s.name.endswith("_bucket"):
+                        hists[name]["buckets"][le] = int(s.value)
+                    elif s.name.endswith("_count"):
+                        hists[name]["count"] = int(s.value)
+                    elif s.name.endswith("_sum"):
+                        hists[name]["sum_s"] = round(s.value, 6)
+        for h in hists.values():
+            h["p50_s"], h["p99_s"] = quantile(h, 0.5), quantile(h, 0.99)
+        return {"counters": dict(sorted(counters.items())), "latency": hists}
+
+
+def quantile(hist: dict, q: float) -> float | None:
+    """Upper bound of the bucket holding the q-quantile of a snapshot histogram (None without samples)."""
+    if not hist["count"]:
+        return None
+    rank = q * hist["count"]
+    for le, cumulative in sorted(hist["buckets"].items(), key=lambda kv: float(kv[0])):
+        if cumulative >= rank:
+            return float(le)
+    return float("inf")
+
+
+class UsageCollector:
+    """Gauges of what the store holds now, read from the store at scrape time."""
+
+    def __init__(self, read_usage: Callable[[], dict]):
+        self.read_usage = read_usage
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # read at scrape time; nothing to check for clashes
+
+    def collect(self) -> Iterable[Metric]:
+        usage = self.read_usage()
+        used = GaugeMetricFamily(f"{PREFIX}_used_bytes", "Bytes the tier holds now", labels=["tier"])
+        capacity = GaugeMetricFamily(f"{PREFIX}_capacity_bytes", "Capacity of the tier in bytes", labels=["tier"])
+        chunks = GaugeMetricFamily(f"{PREFIX}_chunks", "Chunks the tier holds now", labels=["tier"])
+        for tier in ("l1", "l2"):
+            u = usage.get(tier)
+            if u is None:
+                continue
+            used.add_metric([tier], u["used_bytes"])
+            capacity.add_metric([tier], u["capacity_bytes"])
+            chunks.add_metric([tier], u["chunks"])
+        yield from (used, capacity, chunks)
+        yield GaugeMetricFamily(f"{PREFIX}_pending_write_bytes", "Bytes queued for the write-behind to L2",
+                                value=usage["write_behind"]["bytes"])
+        yield GaugeMetricFamily(f"{PREFIX}_pinned_chunks", "Chunks pinned by lookups", value=usage["pinned_chunks"])
+
+
+class MetricsServer:
+    """A Prometheus /metrics endpoint (prometheus_client's HTTP server on a thread) for one or more registries."""
+
+    def __init__(self, port: int, *registries, host: str = "127.0.0.1"):
+        self.registries = registries
+        self.httpd, self.thread = start_http_server(port, addr=host, registry=self)
+        self.host, self.port = host, self.httpd.server_address[1]
+
+    def collect(self) -> Iterable[Metric]:
+        for registry in self.registries:
+            yield from registry.collect()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve_metrics(port: int | None, *registries, host: str = "127.0.0.1") -> MetricsServer | None:
+    """Serve the registries' metrics on host:port (None when port is 0 or None: no endpoint)."""
+    if not port:
+        return None
+    return MetricsServer(int(port), *registries, host=host)

@@ -41,6 +41,7 @@ class TierStore:
     def __init__(self, cfg: TierConfig):
         self.cfg = cfg
         self.metrics = TierMetrics()
+        self.metrics.watch(self.usage)
         self.pool = BufferPool()
         self.l1 = DramPool(cfg.l1_bytes, cfg.protected_share)
         self.l2 = self._open_l2() if cfg.l2_bytes > 0 and cfg.l2_path else None
@@ -89,6 +90,9 @@ class TierStore:
             self.pool.give(b)
         if not kept and not queued:
             self._give_back(buf, release)
+        if kept:
+            self.metrics.add("l1_stores")
+            self.metrics.add("l1_bytes_written", nbytes)
         self.metrics.add("puts")
         self.metrics.observe("put", time.perf_counter() - t0)
         return kept or queued
@@ -378,15 +382,22 @@ class TierStore:
         return sum(self.remove(k) for k in keys)
 
     # -- stats, close -----------------------------------------------------------------------------
-    def stats(self) -> dict:
-        snap = self.metrics.snapshot()
+    @property
+    def registry(self):
+        """This store's prometheus_client CollectorRegistry (see metrics.py for the names)."""
+        return self.metrics.registry
+
+    def usage(self) -> dict:
+        """What each tier holds now: l1, l2 (None without L2), write_behind, pinned_chunks."""
         with self._lock:
             l1 = {"chunks": len(self.l1), "used_bytes": self.l1.used, "budget_bytes": self.l1.budget,
-                  "protected_bytes": self.l1.protected_used}
+                  "capacity_bytes": self.l1.budget, "protected_bytes": self.l1.protected_used}
             pending = {"chunks": len(self._pending), "bytes": self._queued_bytes}
             pins = len(self._pins)
-        return {"l1": l1, "l2": self.l2.usage() if self.l2 else None, "write_behind": pending,
-                "pinned_chunks": pins, "recovery": self.l2.recovery if self.l2 else None, **snap}
+        return {"l1": l1, "l2": self.l2.usage() if self.l2 else None, "write_behind": pending, "pinned_chunks": pins}
+
+    def stats(self) -> dict:
+        return {**self.usage(), "recovery": self.l2.recovery if self.l2 else None, **self.metrics.snapshot()}
 
     def close(self) -> None:
         """Finish queued writes, checkpoint the index and release everything."""

@@ -1,4 +1,5 @@
-"""Prometheus text exposition (format 0.0.4) of the emulator's state, with vLLM's metric names.
+"""Prometheus text exposition (format 0.0.4, written by prometheus_client) of the emulator's state, with vLLM's
+metric names.
 
 vLLM-style: vllm:num_requests_running/waiting, vllm:kv_cache_usage_perc, vllm:prefix_cache_queries/hits
 (tokens), vllm:num_preemptions, token counters and latency histograms. fxctl's own: per-tier hits,
@@ -7,48 +8,46 @@ misses (chunks), bytes read and chunks held, and fxctl_sim_info saying that this
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
 from fxctl.sim.engine import Engine
 from fxctl.sim.stats import TIERS, Histogram
 
 
-def escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def labels(**pairs: str) -> str:
-    return "{" + ",".join(f'{k}="{escape(str(v))}"' for k, v in pairs.items()) + "}"
-
-
-def number(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    return repr(float(value))
-
-
 class Exposition:
-    def __init__(self):
-        self.lines: list[str] = []
+    """The families of one scrape, written by prometheus_client (generate_latest) as one collector."""
 
-    def metric(self, name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        suffix = "_total" if kind == "counter" else ""
-        for label_text, value in samples:
-            self.lines.append(f"{name}{suffix}{label_text} {number(value)}")
+    def __init__(self):
+        self.families: list = []
+
+    def metric(self, name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        labels = list(samples[0][0]) if samples else []
+        family = cls(name, help_text, labels=labels)
+        for label_values, value in samples:
+            family.add_metric([str(v) for v in label_values.values()], value)
+        self.families.append(family)
 
     def histogram(self, name: str, help_text: str, hist: Histogram, base: dict[str, str]) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} histogram")
-        cumulative = 0
+        family = HistogramMetricFamily(name, help_text, labels=list(base))
+        cumulative, buckets = 0, []
         for bound, count in zip(hist.buckets, hist.counts):
             cumulative += count
-            self.lines.append(f"{name}_bucket{labels(**base, le=number(bound))} {cumulative}")
-        self.lines.append(f"{name}_bucket{labels(**base, le='+Inf')} {hist.count}")
-        self.lines.append(f"{name}_sum{labels(**base)} {number(hist.total)}")
-        self.lines.append(f"{name}_count{labels(**base)} {hist.count}")
+            buckets.append((repr(float(bound)), cumulative))
+        buckets.append(("+Inf", hist.count))
+        family.add_metric(list(base.values()), buckets, hist.total)
+        self.families.append(family)
+
+    def collect(self):
+        return self.families
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        return generate_latest(self).decode()
+
+
+def labels(**pairs) -> dict[str, str]:
+    return {k: str(v) for k, v in pairs.items()}
 
 
 def render_metrics(engine: Engine, model_name: str, profile_name: str, time_scale: float) -> str:
