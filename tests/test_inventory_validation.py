@@ -130,9 +130,12 @@ CASES = [
      "inv.yaml:2: hosts: must be a mapping, got a list"),
     ("version true", "version: true\nhosts: {a: {address: 192.0.2.1}}\n",
      "inv.yaml:1: version: True is not allowed; one of: 1"),
-    ("a python tag", "version: 1\nhosts: !!python/object:os.system {}\n",
-     "inv.yaml:2: invalid YAML: could not determine a constructor for the tag "
+    ("a python tag on a mapping", "version: 1\nhosts: !!python/object:os.system {}\n",
+     "inv.yaml:2: hosts: invalid YAML: could not determine a constructor for the tag "
      "'tag:yaml.org,2002:python/object:os.system'"),
+    ("a python tag on a scalar", "version: 1\nhosts: {a: {address: !!python/name:os.system x}}\n",
+     "inv.yaml:2: hosts.a.address: invalid YAML: could not determine a constructor for the tag "
+     "'tag:yaml.org,2002:python/name:os.system'"),
     ("size by its Python name", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  l1_bytes: 5\n",
      "inv.yaml:7: serve.l1_bytes: unknown key; write l1_size (a size such as 64G)"),
 ]

@@ -93,6 +93,9 @@ _constructor = yaml.SafeLoader("")
 MAX_VALUES = 100_000  # keys, items and scalars after aliases are expanded; a real inventory has a few hundred
 
 
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
 class _Walk:
     """Composed YAML nodes as plain data, recording lines; aliases are followed, but a cycle or an
     expansion past MAX_VALUES (an alias bomb) is a problem at the line that uses it, found without
@@ -115,6 +118,9 @@ class _Walk:
                 line = node.start_mark.line + 1
                 raise SyntaxProblem(Problem(self.doc.file, line, key_name(path),
                                             f"invalid YAML: {getattr(exc, 'problem', None) or exc}")) from None
+        if node.tag not in _PLAIN_TAGS:  # the safe loader would refuse it; walking by hand must too
+            raise SyntaxProblem(Problem(self.doc.file, node.start_mark.line + 1, key_name(path),
+                                        f"invalid YAML: could not determine a constructor for the tag '{node.tag}'"))
         if id(node) in self.inside:
             raise self._refuse(path, "a YAML alias refers to a value that contains it (a cycle)")
         self.inside.add(id(node))
