@@ -6,6 +6,10 @@ writes it to L2 straight from LMCache's pool when it is aligned, releasing it (r
 written; gets allocate from LocalCPUBackend and read L2 directly into the MemoryObj. Every chunk LMCache
 stores is written behind to L2, so chunks that LocalCPUBackend evicts (it never demotes) are still
 served from here, and from here after a restart.
+
+extra_config `fxtier.metrics_port` (0 or absent: none) serves the tier's Prometheus metrics (fxctl_tier_*, see
+fxctl/kvtier/metrics.py) on 127.0.0.1:<port + worker id>/metrics, one endpoint per worker process;
+`fxtier.metrics_host` binds another address. vLLM's own /metrics does not carry them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from lmcache.utils import CacheEngineKey
 from lmcache.v1.memory_management import MemoryFormat, MemoryObj
 from lmcache.v1.storage_backend.abstract_backend import StoragePluginInterface
 
-from fxctl.kvtier.lmcache_config import tier_config_from_extra
+from fxctl.kvtier.lmcache_config import EXTRA_PREFIX, tier_config_from_extra
+from fxctl.kvtier.metrics import serve_metrics
 from fxctl.kvtier.store import TierStore
 
 log = logging.getLogger(__name__)
@@ -53,17 +58,28 @@ class FxTierBackend(StoragePluginInterface):
                          local_cpu_backend=local_cpu_backend, loop=loop)
         if local_cpu_backend is None:
             raise ValueError("fxtier needs LocalCPUBackend (set local_cpu: true and max_local_cpu_size > 0)")
-        tier = tier_config_from_extra(getattr(config, "extra_config", None))
+        extra = getattr(config, "extra_config", None) or {}
+        tier = tier_config_from_extra(extra)
         if not tier.l2_path:
             raise ValueError("fxtier needs extra_config fxtier.l2_path")
         if metadata is not None:  # one directory (and journal) per worker process
             tier.l2_path = os.path.join(tier.l2_path, f"rank{metadata.worker_id}of{metadata.world_size}")
         self.chunk_size = getattr(config, "chunk_size", 256)
         self.store = TierStore(tier)
+        self.metrics_server = self._serve_metrics(extra, metadata.worker_id if metadata is not None else 0)
         log.info("fxtier: L2 at %s, %d chunks recovered", tier.l2_path, self.store.stats()["recovery"]["chunks"])
 
     def __str__(self) -> str:
         return "FxTierBackend"
+
+    def _serve_metrics(self, extra: dict, worker_id: int):
+        port = int(extra.get(EXTRA_PREFIX + "metrics_port") or 0)
+        try:
+            return serve_metrics(port + worker_id if port else 0, self.store.registry,
+                                 host=str(extra.get(EXTRA_PREFIX + "metrics_host") or "127.0.0.1"))
+        except OSError as exc:  # a taken port must not stop the engine: the tier serves, unobserved
+            log.error("fxtier: cannot serve metrics on port %d: %s", port + worker_id, exc)
+            return None
 
     # -- lookups ----------------------------------------------------------------------------------
     def contains(self, key: CacheEngineKey, pin: bool = False) -> bool:
@@ -173,4 +189,6 @@ class FxTierBackend(StoragePluginInterface):
         return self.store.stats()
 
     def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         self.store.close()

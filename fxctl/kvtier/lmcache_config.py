@@ -15,18 +15,19 @@ from fxctl.kvtier.config import GIB, TierConfig
 PLUGIN_NAME = "fxtier"
 MODULE_PATH = "fxctl.kvtier.lmcache_adapter"
 CLASS_NAME = "FxTierBackend"
-EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierConfig field>
+EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierConfig field>, fxtier.metrics_port
 
 
 def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_bytes: int = 0,
                           chunk_size: int = 256, io_threads: int = 8, durable: bool = True,
-                          segment_bytes: int = GIB, hash_algorithm: str = "sha256_cbor",
+                          segment_bytes: int = GIB, hash_algorithm: str = "sha256_cbor", metrics_port: int = 0,
                           extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """LMCache's YAML config (as a dict) for one serving instance.
 
     cpu_bytes: LMCache's LocalCPUBackend pool, the DRAM tier in front (plugins stage through it);
     l2_path / l2_bytes: fxctl's L2 on the XFS mount (each worker uses l2_path/rank<i>of<n>);
-    l1_bytes: an extra DRAM pool inside fxctl's tier (0: LocalCPUBackend already is the DRAM tier).
+    l1_bytes: an extra DRAM pool inside fxctl's tier (0: LocalCPUBackend already is the DRAM tier);
+    metrics_port: the tier's Prometheus metrics on 127.0.0.1:<metrics_port + worker id> (0: none).
     """
     if cpu_bytes <= 0:
         raise ValueError("cpu_bytes must be > 0: LMCache plugins stage through LocalCPUBackend")
@@ -38,6 +39,8 @@ def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_byt
     }
     for name in ("l2_path", "l1_bytes", "l2_bytes", "segment_bytes", "io_threads", "durable"):
         extra_config[EXTRA_PREFIX + name] = getattr(tier, name)
+    if metrics_port:
+        extra_config[EXTRA_PREFIX + "metrics_port"] = metrics_port
     extra_config.update(extra or {})
     return {
         "chunk_size": chunk_size,

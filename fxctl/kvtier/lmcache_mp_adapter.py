@@ -3,13 +3,21 @@
     --l2-adapter '{"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter",
                    "class_name": "FxTierL2Adapter", "adapter_params": {"l2_path": "/mnt/kv", "l2_bytes": ...}}'
 
-adapter_params are TierConfig fields. Tasks run on a small thread pool; completion is signalled on the
-event fds LMCache's L2 controller polls. The caller owns the MemoryObjs: stores copy them before the task
-completes, loads read straight into them.
+adapter_params are TierConfig fields, and:
+  metrics_port     serve the tier's Prometheus metrics (fxctl_tier_*, see fxctl/kvtier/metrics.py) on
+                   127.0.0.1:<port>/metrics; 0 or absent: no endpoint. `lmcache server` exposes no /metrics of
+                   its own, so this endpoint also carries LMCache's MP metrics (lmcache_mp_*, kept in
+                   prometheus_client's default registry of the server process) unless metrics_lmcache is false.
+  metrics_host     the address to bind instead of 127.0.0.1.
+  metrics_lmcache  true (default): include the server process's default registry (LMCache's own metrics).
+
+Tasks run on a small thread pool; completion is signalled on the event fds LMCache's L2 controller polls.
+The caller owns the MemoryObjs: stores copy them before the task completes, loads read straight into them.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,9 +26,13 @@ from lmcache.lmcache_native import Bitmap
 from lmcache.v1.distributed.internal_api import L2StoreResult
 from lmcache.v1.distributed.l2_adapters.base import L2AdapterInterface, L2TaskId
 from lmcache.v1.platform import create_event_notifier
+from prometheus_client import REGISTRY
 
 from fxctl.kvtier.config import TierConfig
+from fxctl.kvtier.metrics import serve_metrics
 from fxctl.kvtier.store import TierStore
+
+log = logging.getLogger(__name__)
 
 
 def object_key_name(key) -> str:
@@ -35,6 +47,7 @@ class FxTierL2Adapter(L2AdapterInterface):
             raise ValueError("fxtier L2 adapter needs adapter_params.l2_path")
         super().__init__(max_capacity_bytes=tier.l2_bytes)
         self.store = TierStore(tier)
+        self.metrics_server = self._serve_metrics(params or {})
         self._events = {name: create_event_notifier() for name in ("store", "lookup", "load")}
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="fxtier-l2")
         self._lock = threading.Lock()
@@ -42,6 +55,17 @@ class FxTierL2Adapter(L2AdapterInterface):
         self._stored: dict[L2TaskId, L2StoreResult] = {}
         self._looked_up: dict[L2TaskId, Bitmap] = {}
         self._loaded: dict[L2TaskId, Bitmap] = {}
+
+    def _serve_metrics(self, params: dict[str, Any]):
+        registries = [self.store.registry]
+        if str(params.get("metrics_lmcache", True)).lower() not in ("0", "false", "no", "off"):
+            registries.append(REGISTRY)
+        try:
+            return serve_metrics(int(params.get("metrics_port") or 0), *registries,
+                                 host=str(params.get("metrics_host") or "127.0.0.1"))
+        except OSError as exc:  # a taken port must not stop the cache server: the tier serves, unobserved
+            log.error("fxtier: cannot serve metrics on port %s: %s", params.get("metrics_port"), exc)
+            return None
 
     def _task_id(self) -> L2TaskId:
         with self._lock:
@@ -129,6 +153,8 @@ class FxTierL2Adapter(L2AdapterInterface):
             return self._loaded.pop(task_id, None)
 
     def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         self._pool.shutdown(wait=True)
         self.store.close()
         for notifier in self._events.values():

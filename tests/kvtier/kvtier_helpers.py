@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import socket
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from fxctl.kvtier import TierConfig
 
@@ -18,3 +22,24 @@ def small_config(path: str, **kw) -> TierConfig:
                 write_threads=1, max_pending_bytes=16 << 20, durable=False)
     base.update(kw)
     return TierConfig(**base)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """{(sample name, frozenset(labels)): value}, through prometheus_client's parser."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, frozenset], float]:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as resp:
+        return parse_samples(resp.read().decode())
+
+
+def sample(found: dict, name: str, **labels) -> float:
+    return found[(name, frozenset(labels.items()))]

@@ -5,6 +5,7 @@ import os
 
 import pytest
 import yaml
+from kvtier_helpers import free_port, sample, scrape
 
 pytestmark = pytest.mark.lmcache
 
@@ -26,11 +27,11 @@ SHAPE = torch.Size([2, LAYERS, TOKENS, HEADS * HEAD_DIM])  # 128 KiB in bf16
 CHUNK_BYTES = SHAPE.numel() * 2
 
 
-def make_manager(l2_path, cpu_chunks=12, config_file=None):
+def make_manager(l2_path, cpu_chunks=12, config_file=None, metrics_port=0):
     """A StorageManager for the rendered config: from the dict, or (config_file) from the YAML file named
     by LMCACHE_CONFIG_FILE, as the vLLM connector loads it."""
     config = render_lmcache_config(l2_path=l2_path, l2_bytes=256 << 20, segment_bytes=64 << 20,
-                                   cpu_bytes=cpu_chunks * CHUNK_BYTES, io_threads=4)
+                                   cpu_bytes=cpu_chunks * CHUNK_BYTES, io_threads=4, metrics_port=metrics_port)
     if config_file is None:
         engine_config = LMCacheEngineConfig.from_dict(config)
     else:
@@ -147,3 +148,20 @@ def test_rendered_config_keeps_chunk_hashes_stable():
     assert parsed.storage_plugins == ["fxtier"]
     assert parsed.extra_config["storage_plugin.fxtier.module_path"] == "fxctl.kvtier.lmcache_adapter"
     assert parsed.extra_config["fxtier.l2_path"] == "/mnt/kv"
+
+
+def test_the_plugin_serves_the_tiers_metrics_on_its_port(l2_path):
+    port = free_port()
+    manager = make_manager(l2_path, metrics_port=port)
+    try:
+        plugin = manager.storage_backends["fxtier"]
+        put_chunks(manager, range(3))
+        plugin.store.flush()
+        found = scrape(port)  # worker 0: metrics_port + 0
+        assert sample(found, "fxctl_tier_stored_chunks_total", tier="l2") == 3
+        assert sample(found, "fxctl_tier_write_bytes_total", tier="l2") == 3 * CHUNK_BYTES
+        assert sample(found, "fxctl_tier_chunks", tier="l2") == 3
+    finally:
+        manager.close()
+    with pytest.raises(OSError):
+        scrape(port)

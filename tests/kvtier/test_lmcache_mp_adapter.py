@@ -4,6 +4,7 @@ lookup-and-lock, load into caller-owned MemoryObjs, unlock; and the chunks are t
 import select
 
 import pytest
+from kvtier_helpers import free_port, sample, scrape
 
 pytestmark = pytest.mark.lmcache
 
@@ -24,10 +25,10 @@ def memory_obj(tensor):
     return TensorMemoryObj(raw_data=tensor.view(torch.uint8).flatten(), metadata=meta, parent_allocator=None)
 
 
-def make_adapter(path):
+def make_adapter(path, **params):
     config = PluginL2AdapterConfig.from_dict({
         "module_path": "fxctl.kvtier.lmcache_mp_adapter", "class_name": "FxTierL2Adapter",
-        "adapter_params": {"l2_path": path, "l2_bytes": 64 << 20, "segment_bytes": 16 << 20}})
+        "adapter_params": {"l2_path": path, "l2_bytes": 64 << 20, "segment_bytes": 16 << 20, **params}})
     return create_l2_adapter_from_registry(config)
 
 
@@ -64,3 +65,27 @@ def test_store_lookup_load_unlock_and_restart(tmp_path):
         assert adapter.store.stats()["pinned_chunks"] == 0
     finally:
         adapter.close()
+
+
+def test_the_adapter_serves_the_tiers_metrics_on_metrics_port(tmp_path):
+    port = free_port()
+    adapter = make_adapter(str(tmp_path / "l2"), metrics_port=port)
+    try:
+        assert adapter.metrics_server.host == "127.0.0.1"
+        data = torch.randn(SHAPE).to(torch.bfloat16)
+        task = adapter.submit_store_task([key(1)], [memory_obj(data)])
+        wait(adapter.get_store_event_fd())
+        assert adapter.pop_completed_store_tasks()[task].is_successful()
+        adapter.store.flush()
+        found = scrape(port)
+        assert sample(found, "fxctl_tier_stored_chunks_total", tier="l2") == 1
+        assert sample(found, "fxctl_tier_write_bytes_total", tier="l2") == data.numel() * 2
+    finally:
+        adapter.close()
+    with pytest.raises(OSError):
+        scrape(port)
+    quiet = make_adapter(str(tmp_path / "other"))  # no metrics_port: no endpoint
+    try:
+        assert quiet.metrics_server is None
+    finally:
+        quiet.close()

@@ -2,25 +2,13 @@
 prometheus_client's own parser, L2 errors by kind, capacity gauges, and the HTTP endpoint on 127.0.0.1."""
 
 import os
-import socket
-import urllib.request
 
-from kvtier_helpers import chunk_bytes, small_config
+from kvtier_helpers import chunk_bytes, free_port, parse_samples, scrape, small_config
+from kvtier_helpers import sample as value
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from fxctl.kvtier import PAGE_BYTES, TierStore
 from fxctl.kvtier.metrics import serve_metrics
-
-
-def samples(text: str) -> dict:
-    """{(sample name, frozenset(labels)): value} through prometheus_client's parser."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(found: dict, name: str, **labels) -> float:
-    return found[(name, frozenset(labels.items()))]
 
 
 def test_two_stores_count_apart_per_tier_with_capacity(disk_dir, tmp_path):
@@ -31,7 +19,7 @@ def test_two_stores_count_apart_per_tier_with_capacity(disk_dir, tmp_path):
         store.flush()
         out = bytearray(5000)
         assert store.get_into(["a", "missing"], [out, bytearray(10)]) == [5000, None]
-        found = samples(generate_latest(store.registry).decode())
+        found = parse_samples(generate_latest(store.registry).decode())
         assert value(found, "fxctl_tier_hits_total", tier="l1") == 1
         assert value(found, "fxctl_tier_misses_total", tier="l1") == 1
         assert value(found, "fxctl_tier_misses_total", tier="l2") == 1
@@ -44,7 +32,7 @@ def test_two_stores_count_apart_per_tier_with_capacity(disk_dir, tmp_path):
         assert value(found, "fxctl_tier_capacity_bytes", tier="l1") == 1 << 20
         assert value(found, "fxctl_tier_capacity_bytes", tier="l2") == store.stats()["l2"]["capacity_bytes"]
         # the other store's registry saw none of it
-        assert value(samples(generate_latest(other.registry).decode()), "fxctl_tier_hits_total", tier="l1") == 0
+        assert value(parse_samples(generate_latest(other.registry).decode()), "fxctl_tier_hits_total", tier="l1") == 0
 
 
 def test_l2_errors_by_kind_and_the_stats_dict_agree(disk_dir):
@@ -60,7 +48,7 @@ def test_l2_errors_by_kind_and_the_stats_dict_agree(disk_dir):
         f.write(bytes([byte[0] ^ 1]))
     with TierStore(cfg) as store:
         assert store.get_into(["bad"], [bytearray(100_000)]) == [None]
-        found = samples(generate_latest(store.registry).decode())
+        found = parse_samples(generate_latest(store.registry).decode())
         assert value(found, "fxctl_tier_errors_total", tier="l2", kind="checksum") == 1
         assert value(found, "fxctl_tier_errors_total", tier="l2", kind="read") == 0
         assert store.stats()["counters"]["l2_checksum_failures"] == 1
@@ -70,7 +58,7 @@ def test_an_unknown_event_is_counted_not_lost(disk_dir):
     with TierStore(small_config(disk_dir)) as store:
         store.metrics.add("l2_something_new", 3)
         assert store.stats()["counters"]["l2_something_new"] == 3
-        assert value(samples(generate_latest(store.registry).decode()), "fxctl_tier_events_total",
+        assert value(parse_samples(generate_latest(store.registry).decode()), "fxctl_tier_events_total",
                      event="l2_something_new") == 3
 
 
@@ -81,14 +69,6 @@ def test_the_endpoint_serves_on_loopback_and_stops(disk_dir):
         server = serve_metrics(free_port(), store.registry)
         try:
             assert server.host == "127.0.0.1"
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as resp:
-                found = samples(resp.read().decode())
-            assert value(found, "fxctl_tier_puts_total") == 1
+            assert value(scrape(server.port), "fxctl_tier_puts_total") == 1
         finally:
             server.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
