@@ -66,6 +66,9 @@ def start_options(func):
         click.option("--offload", type=click.Choice(["fxctl", "lmcache-disk", "none"]), default=None,
                      help="KV below vLLM: fxctl's tier (default), LMCache's own disk tier (a comparison "
                      "anchor) or none (recompute)."),
+        click.option("--lmcache-mode", type=click.Choice(["mp", "in-process"]), default=None,
+                     help="LMCache's multi-process server (default on GPU hosts) or the deprecated in-process "
+                     "plugin (vLLM on CPU always uses it; also to keep serving a warm in-process tier)."),
         click.option("--model", default=None, help="Model id (default: the profile's)."),
         click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
                      help="Tensor-parallel size per instance."),
@@ -143,13 +146,15 @@ def default_l2_dir(inventory, where) -> str | None:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, profile_name, engine, offload, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
+def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
                   l2_bytes, l2_dir, python, time_scale, ready_timeout, dry_run, skip_preflight, no_install,
                   engine_command, name, hosts, local):
     import sys
 
     from fxctl.paths import tiny_model_dir
     from fxctl.serve import deploy
+    from fxctl.serve.lmcache_mode import lmcache_mode as lmcache_mode_of
+    from fxctl.serve.lmcache_mode import mode_line
     from fxctl.serve.render import DryRun, settings_from
     from fxctl.serve.tiny_model import TINY_MODEL_NAME
     from fxctl.sim.profile import load_profile
@@ -164,15 +169,17 @@ def start_command(app, profile_name, engine, offload, model, tensor_parallel, in
     if model is None and where.local and profile.get("model", "name") == TINY_MODEL_NAME:
         model = str(tiny_model_dir())   # the model `fxctl serve make-model` made on this machine
     settings = settings_from(
-        profile, spec, name=name, profile=profile_name, engine=engine, offload=offload, model=model,
+        profile, spec, name=name, profile=profile_name, engine=engine, offload=offload, lmcache_mode=lmcache_mode,
+        model=model,
         tensor_parallel=tensor_parallel, instances=instances, port=port, max_num_seqs=max_num_seqs,
         l1_bytes=l1_bytes, l2_bytes=l2_bytes, l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
         python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
         time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None)
     if dry_run:
         plans = deploy.dry_run(settings, where)
-        emit({"dry_run": True, "instances": [p.to_dict() for p in plans]}, app.output_format,
-             text=DryRun(plans).text())
+        line = mode_line(settings)
+        emit({"dry_run": True, "lmcache_mode": lmcache_mode_of(settings), "why": line.lstrip("# "),
+              "instances": [p.to_dict() for p in plans]}, app.output_format, text=DryRun(plans, line).text())
         return
     outcomes = deploy.start(settings, where, ready_timeout=ready_timeout, preflight=not skip_preflight,
                             install=not no_install)

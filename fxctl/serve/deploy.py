@@ -90,23 +90,35 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
             effective = with_site_dir(settings, str(Path(__file__).resolve().parents[2]))
         if not where.local and effective.engine == "sim":  # profiles/ is not in the wheel: ship the file
             effective = ship_profile(target, effective)
-        plans = plan_instances(effective, target.name)
         started: list[tuple[InstancePlan, str]] = []
         try:
-            for plan in plans:
-                started.append((plan, launch.start_instance(target, plan)))
-            for plan, mode in started:
-                models = launch.wait_ready(target, plan, mode, ready_timeout)
-                tier = launch.confirm_tier(target, plan)
-                outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models, tier,
-                                                         plan.shell_line(), plan.log_path))
+            launch_in_order(target, plan_instances(effective, target.name), ready_timeout, outcome, started)
         except FxError:
-            for plan, mode in started:  # a half-started deployment is worse than none
+            for plan, mode in reversed(started):  # a half-started deployment is worse than none
                 launch.stop_instance(target, plan, mode)
             raise
         return outcome
 
     return where.each(work)
+
+
+def launch_in_order(target, plans: list[InstancePlan], ready_timeout: float, outcome: HostStart,
+                    started: list[tuple[InstancePlan, str]]) -> None:
+    """LMCache's MP server first (vLLM connects to it at start-up), then every engine; each group is launched
+    together and then waited for. `started` collects what runs, for the caller to stop on failure."""
+    for group in ([p for p in plans if p.is_server], [p for p in plans if not p.is_server]):
+        batch = [(plan, launch.start_instance(target, plan)) for plan in group]
+        started.extend(batch)
+        for plan, mode in batch:
+            models = launch.wait_ready(target, plan, mode, ready_timeout)
+            tier = launch.confirm_tier(target, plan)
+            outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models, tier,
+                                                     plan.shell_line(), plan.log_path))
+
+
+def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:
+    """Engines before the LMCache server they use."""
+    return sorted(saved, key=lambda item: (item[0].deployment, item[0].is_server, item[0].index))
 
 
 def ship_profile(target, settings: ServeSettings) -> ServeSettings:
@@ -136,7 +148,7 @@ def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, H
 def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
     def work(target) -> list[dict]:
         out = []
-        for plan, mode in launch.saved_plans(target, state_dir, name):
+        for plan, mode in stop_order(launch.saved_plans(target, state_dir, name)):
             was_running = launch.stop_instance(target, plan, mode)
             out.append({"host": target.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
         return out
@@ -161,14 +173,9 @@ def restart(where: Where, state_dir: str, name: str | None, *,
         if not saved:
             raise FxError(f"{target.name}: no deployment{' ' + name if name else ''} to restart",
                           "fxctl serve start first")
-        for plan, mode in saved:
+        for plan, mode in stop_order(saved):
             launch.stop_instance(target, plan, mode)
-        for plan, _ in saved:
-            mode = launch.start_instance(target, plan)
-            models = launch.wait_ready(target, plan, mode, ready_timeout)
-            outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models,
-                                                     launch.confirm_tier(target, plan), plan.shell_line(),
-                                                     plan.log_path))
+        launch_in_order(target, [plan for plan, _ in saved], ready_timeout, outcome, [])
         return outcome
 
     return where.each(work)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fxctl.errors import FxError
 from fxctl.remote.command import Command, script, sh
+from fxctl.serve.lmcache_mode import ADAPTER_CLASS
 from fxctl.serve.render import InstancePlan
 
 LOG_TAIL = 30
@@ -25,6 +26,8 @@ LOADED_LINE = re.compile(r"Created backend: fxtier \(FxTierBackend\)|fxtier: L2 
 LMCACHE_DISK_LINE = r"Created backend: LocalDiskBackend"
 TIER_LOG_WORDS = re.compile(r"Created backend: \S+ \(\w+\)|fxtier: L2 at \S+")
 STOP_WAIT_S = 15
+SERVER_HEALTH = "/healthcheck"          # LMCache's MP server HTTP API (lmcache/v1/multiprocess/http_apis)
+SERVER_ADAPTERS = "/config/adapters"
 
 # Runs on the host with its own python3: GET each path, print one JSON line. argv: base URL, paths...
 PROBE = r"""
@@ -173,10 +176,15 @@ def wait_ready(target, plan: InstancePlan, mode: str, timeout_s: float) -> list[
             raise FxError(f"{target.name}: {plan.unit} exited before it was ready; last lines of "
                           f"{plan.log_path}:\n{log_tail(target, plan)}",
                           f"fxctl serve logs --name {plan.deployment}; check the command with --dry-run")
-        answers = probe(target, plan, "/health", "/v1/models")
-        models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
-        if answers["/health"]["status"] == 200 and models:
-            return models
+        if plan.is_server:   # LMCache's MP server: its HTTP API's health check
+            answers = {"/health": probe(target, plan, SERVER_HEALTH)[SERVER_HEALTH]}
+            if answers["/health"]["status"] == 200:
+                return []
+        else:
+            answers = probe(target, plan, "/health", "/v1/models")
+            models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
+            if answers["/health"]["status"] == 200 and models:
+                return models
         if time.monotonic() > deadline:
             raise FxError(f"{target.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
                           f"{answers['/health']['status'] or answers['/health']['body']}); last lines:\n"
@@ -195,6 +203,14 @@ def confirm_tier(target, plan: InstancePlan) -> str:
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
     if plan.offload == "none":
         return "no KV offload: vLLM recomputes what its own cache lost"
+    if plan.is_server:
+        body = probe(target, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
+        if ADAPTER_CLASS not in body:
+            raise FxError(f"{target.name}: {plan.unit} answers, but its L2 adapters ({SERVER_ADAPTERS}) do not "
+                          f"list fxctl's {ADAPTER_CLASS}: {body[:200]}", f"see {plan.log_path}")
+        return f"fxctl's tier is the LMCache server's L2 adapter at {plan.l2_path} (GET {SERVER_ADAPTERS})"
+    if plan.config_path is None:   # MP mode: the tier lives in the host's server
+        return f"LMCacheMPConnector -> fxctl-lmcache-{plan.deployment} (fxctl's tier at {plan.l2_path})"
     pattern, what = ((LMCACHE_DISK_LINE, "LMCache's LocalDiskBackend") if plan.offload == "lmcache-disk"
                      else (LOADED_LINE.pattern, "fxctl's tier plugin"))
     found = target.run(sh("grep", "-m", "2", "-E", pattern, plan.log_path))
@@ -238,6 +254,10 @@ def instance_status(target, plan: InstancePlan, mode: str) -> InstanceStatus:
     pid = (unit_main_pid(target, plan) if mode == "systemd" else read_pid(target, plan)) if running else None
     models: list[str] = []
     healthy = False
+    if running and plan.is_server:
+        healthy = probe(target, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
+        return InstanceStatus(target.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
+                              running, healthy, [], plan.port, plan.log_path)
     if running:
         answers = probe(target, plan, "/health", "/v1/models")
         healthy = answers["/health"]["status"] == 200

@@ -62,7 +62,22 @@ def run_preflight(target, settings: ServeSettings, *, install: bool = True, loca
         check_memory(target, settings, result)
     else:
         check_gpus(target, settings, result)
+    check_migration(target, settings, result)
     return result
+
+
+def check_migration(target, settings: ServeSettings, result: Preflight) -> None:
+    """A host upgraded from the in-process layout keeps its warm tier on disk: say what MP mode does with it."""
+    from fxctl.serve.lmcache_mode import lmcache_mode, migration_note
+
+    mode = lmcache_mode(settings)
+    if mode != "mp":
+        return
+    old = [f"{settings.l2_dir}/{settings.name}-{i}" for i in range(settings.instances)]
+    res = target.run(script('for d in "$@"; do [ -n "$(ls -A "$d" 2>/dev/null)" ] && echo "$d"; done; true', *old))
+    note = migration_note(mode, res.stdout.split(), f"{settings.l2_dir}/{settings.name}-mp")
+    if note:
+        result.add("tier layout", "warn", note, "fxctl serve start --lmcache-mode in-process keeps using it")
 
 
 def check_model_dir(target, settings: ServeSettings, result: Preflight) -> None:

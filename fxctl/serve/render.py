@@ -17,6 +17,7 @@ import yaml
 
 from fxctl.errors import BadInput
 from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
+from fxctl.serve.lmcache_mode import MODES, SERVER_INDEX, lmcache_mode, mp_kv_transfer_config, mp_ports, server_argv
 
 GB = 1e9  # profile sizes are decimal GB
 ENGINES = ("vllm", "sim")
@@ -61,6 +62,7 @@ class ServeSettings:
     max_model_len: int | None = None    # passed to vLLM when set (always on CPU hosts)
     cpu_kv_cache_gb: float | None = None  # CPU hosts: vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE)
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
+    lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
     chunk_size: int = 256
     state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
     time_scale: float = DEFAULT_SIM_TIME_SCALE
@@ -91,6 +93,11 @@ class InstancePlan:
     unit: str
     engine: str
     offload: str = "fxctl"
+    role: str = "engine"                # engine | lmcache-server (MP mode: the host's LMCache server)
+
+    @property
+    def is_server(self) -> bool:
+        return self.role == "lmcache-server"
 
     @property
     def id(self) -> str:
@@ -111,7 +118,7 @@ class InstancePlan:
                 "gpus": list(self.gpus), "engine": self.engine, "unit": self.unit, "env": dict(self.env),
                 "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
-                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload}
+                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role}
 
     @classmethod
     def from_dict(cls, data: dict) -> "InstancePlan":
@@ -119,7 +126,8 @@ class InstancePlan:
                    gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
-                   unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"))
+                   unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
+                   role=data.get("role", "engine"))
 
 
 def device_of(loaded) -> str:
@@ -159,6 +167,8 @@ def validate(settings: ServeSettings) -> ServeSettings:
         problems.append(f"engine {settings.engine!r}: one of {', '.join(ENGINES)}")
     if settings.device not in DEVICES:
         problems.append(f"device {settings.device!r}: one of {', '.join(DEVICES)}")
+    if settings.lmcache_mode not in (None, *MODES):
+        problems.append(f"lmcache_mode {settings.lmcache_mode!r}: one of {', '.join(MODES)}")
     if settings.offload not in OFFLOADS:
         problems.append(f"offload {settings.offload!r}: one of {', '.join(OFFLOADS)}")
     if settings.engine == "vllm" and settings.device == "cpu":
@@ -212,14 +222,17 @@ def engine_argv(settings: ServeSettings, port: int, l2_path: str) -> tuple[str, 
              "--max-num-seqs", str(settings.max_num_seqs))
     if settings.max_model_len:
         argv += ("--max-model-len", str(settings.max_model_len))
-    if settings.offload != "none":
+    mode = lmcache_mode(settings)
+    if mode == "mp":
+        argv += ("--kv-transfer-config", mp_kv_transfer_config(settings))
+    elif mode == "in-process":
         argv += ("--kv-transfer-config", CPU_KV_TRANSFER_CONFIG if settings.device == "cpu" else KV_TRANSFER_CONFIG)
     return argv
 
 
 def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
     """LMCache's in-process config: fxctl's tier as its storage plugin, or LMCache's own disk tier."""
-    if settings.offload == "none":
+    if lmcache_mode(settings) != "in-process":
         return None
     if settings.offload == "lmcache-disk":
         return {"chunk_size": settings.chunk_size, "local_cpu": True,
@@ -237,6 +250,8 @@ def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: st
     else:
         if config_path:
             env.update(lmcache_environment(config_path))
+        elif settings.offload != "none":
+            env["PYTHONHASHSEED"] = "0"   # MP mode: the connector's chunk hashes must survive restarts too
         if settings.device == "cpu":
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.cpu_kv_cache_gb:g}"
         if settings.dev_endpoints:
@@ -249,13 +264,15 @@ def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: st
 
 
 def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
-    """The instances on one host: instance i gets GPUs [i*tp, (i+1)*tp) and port base+i."""
+    """The processes on one host: in MP mode the host's LMCache server first, then instance i with GPUs
+    [i*tp, (i+1)*tp) on port base+i."""
     validate(settings)
-    plans = []
+    server = server_plan(settings, host) if lmcache_mode(settings) == "mp" else None
+    plans = [server] if server else []
     for index in range(settings.instances):
         instance_dir = f"{settings.state_dir}/{settings.name}/{index}"
         port = settings.port + index
-        l2_path = f"{settings.l2_dir}/{settings.name}-{index}"
+        l2_path = server.l2_path if server else f"{settings.l2_dir}/{settings.name}-{index}"
         gpus = tuple(range(index * settings.tensor_parallel, (index + 1) * settings.tensor_parallel)) \
             if settings.gpus_needed else ()
         config = lmcache_config_for(settings, l2_path) if settings.engine == "vllm" else None
@@ -269,12 +286,26 @@ def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
     return plans
 
 
+def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
+    """MP mode: the host's `lmcache server` with fxctl's tier as its L2 adapter (one per host and deployment)."""
+    directory = f"{settings.state_dir}/{settings.name}/lmcache"
+    l2_path = f"{settings.l2_dir}/{settings.name}-mp"
+    env = {"PYTHONHASHSEED": "0", **({"PYTHONPATH": settings.site_dir} if settings.site_dir else {})}
+    return InstancePlan(
+        deployment=settings.name, index=SERVER_INDEX, host=host, port=mp_ports(settings)[1], gpus=(), env=env,
+        argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
+        log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", l2_path=l2_path,
+        unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,
+        role="lmcache-server")
+
+
 def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     """Resolve settings: the loaded profile, then what the inventory's serve section set, then non-None
     `overrides` (each layer wins over the one before only where it set a value).
 
     overrides: name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes (per host),
-    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload.
+    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
+    lmcache_mode.
     """
     spec = serve_spec.set_fields() if serve_spec is not None else {}
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -298,6 +329,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         max_num_seqs=pick("max_num_seqs", loaded.get("serving", "max_num_seqs", 256)),
         l1_bytes_per_instance=l1, l2_bytes_per_instance=l2, l2_dir=l2_dir.rstrip("/") or "/",
         python=pick("python", "python3"), device=device, offload=given.get("offload", "fxctl"),
+        lmcache_mode=given.get("lmcache_mode"),
         max_model_len=loaded.get("model", "max_model_len") if device == "cpu" else None,
         cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
         chunk_size=loaded.get("tiers", "chunk_tokens", 256),
@@ -316,17 +348,24 @@ class DryRun:
     """What `--dry-run` prints: per host, per instance, env + argv + LMCache YAML."""
 
     plans: list[InstancePlan] = field(default_factory=list)
+    mode_line: str = ""            # which LMCache path, and why when it is not MP
 
     def text(self) -> str:
         out = []
         for plan in self.plans:
-            out.append(f"# {plan.host}: instance {plan.index} ({plan.unit}), port {plan.port}, "
-                       f"GPUs {','.join(map(str, plan.gpus)) or 'none'}, log {plan.log_path}")
+            if plan.is_server:
+                out.append(f"# {plan.host}: LMCache server ({plan.unit}), fxctl's tier as its L2 adapter at "
+                           f"{plan.l2_path}, HTTP API port {plan.port}, log {plan.log_path}")
+            else:
+                out.append(f"# {plan.host}: instance {plan.index} ({plan.unit}), port {plan.port}, "
+                           f"GPUs {','.join(map(str, plan.gpus)) or 'none'}, log {plan.log_path}")
             if plan.config_path:
                 out.append(f"# {plan.config_path}:")
                 out.extend("#   " + line for line in (plan.lmcache_yaml() or "").splitlines())
             out.append(plan.shell_line())
             out.append("")
+        if self.mode_line:
+            out.append(self.mode_line)
         if self.plans:
             out.append("# each runs as a systemd transient unit (systemd-run --unit <instance>) where systemd runs, "
                        "else in a new session with a pidfile; output goes to its log")

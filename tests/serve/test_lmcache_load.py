@@ -26,6 +26,7 @@ from fxctl.sim.profile import load_profile  # noqa: E402
 
 def test_rendered_config_file_loads_and_the_plugin_comes_up(tmp_path, monkeypatch, caplog):
     settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), l2_dir=str(tmp_path / "l2"),
+                             lmcache_mode="in-process",
                              state_dir=str(tmp_path / "state"), l1_bytes=64 << 20, l2_bytes=512 << 20)
     plan = plan_instances(settings, "local")[1]
     Path(plan.config_path).parent.mkdir(parents=True)

@@ -62,15 +62,21 @@ def test_dry_run_prints_both_tp4_instances_with_their_configs(fx):
              "--dry-run")
     assert res.returncode == 0, res.stderr
     lines = [line for line in res.stdout.splitlines() if not line.startswith("#") and line]
-    assert len(lines) == 2
-    assert "HIP_VISIBLE_DEVICES=0,1,2,3" in lines[0] and "--port 8000" in lines[0]
-    assert "HIP_VISIBLE_DEVICES=4,5,6,7" in lines[1] and "--port 8001" in lines[1]
-    assert "#   storage_plugins:" in res.stdout and "fxtier.l2_path: /mnt/kvtier/fxtier/main-1" in res.stdout
+    assert len(lines) == 3                                   # the host's LMCache server, then two engines
+    assert "lmcache.cli.main server" in lines[0] and "FxTierL2Adapter" in lines[0]
+    assert "HIP_VISIBLE_DEVICES=0,1,2,3" in lines[1] and "--port 8000" in lines[1]
+    assert "HIP_VISIBLE_DEVICES=4,5,6,7" in lines[2] and "--port 8001" in lines[2]
+    assert "LMCacheMPConnector" in lines[1] and "# LMCache: multi-process mode" in res.stdout
+    old = fx("serve", "start", "--profile", "mi308x-qwen3-coder-480b-tp4x2", "--l2-dir", "/mnt/kvtier/fxtier",
+             "--lmcache-mode", "in-process", "--dry-run")
+    assert "#   storage_plugins:" in old.stdout and "fxtier.l2_path: /mnt/kvtier/fxtier/main-1" in old.stdout
+    assert "# LMCache: in-process" in old.stdout and "deprecated" in old.stdout
     as_json = json.loads(fx("-o", "json", "serve", "--profile", "mi308x-qwen3-coder-480b-tp8", "--l2-dir",
-                            "/mnt/kvtier/fxtier", "--dry-run").stdout)
+                            "/mnt/kvtier/fxtier", "--lmcache-mode", "in-process", "--dry-run").stdout)
     (only,) = as_json["instances"]
     assert only["argv"][:3] == [only["argv"][0], "serve", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"]
     assert only["env"]["LMCACHE_CONFIG_FILE"] == only["config_path"]
+    assert as_json["lmcache_mode"] == "in-process"
 
 
 def test_start_status_logs_restart_stop_leave_nothing_behind(fx):

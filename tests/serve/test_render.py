@@ -22,13 +22,18 @@ L2_DIR = "/mnt/kvtier/fxtier"
 PROFILES = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if p.stem != "fixed-delays")
 
 
-def rendered(profile: str, engine: str) -> dict:
-    settings = settings_from(load_profile(profile), engine=engine, l2_dir=L2_DIR, python="/opt/vllm/bin/python3")
+def rendered(profile: str, engine: str, **overrides) -> dict:
+    settings = settings_from(load_profile(profile), engine=engine, l2_dir=L2_DIR, python="/opt/vllm/bin/python3",
+                             **overrides)
     plans = plan_instances(settings, "gpu1")
     return {"profile": profile, "engine": engine,
             "instances": [{"command_line": p.shell_line(), "env": p.env, "argv": list(p.argv), "port": p.port,
                            "gpus": list(p.gpus), "config_path": p.config_path,
-                           "lmcache_yaml": p.lmcache_yaml()} for p in plans]}
+                           "lmcache_yaml": p.lmcache_yaml(), "role": p.role} for p in plans]}
+
+
+def engines(data: dict) -> list[dict]:
+    return [i for i in data["instances"] if i["role"] == "engine"]
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sim"])
@@ -42,16 +47,18 @@ def test_golden_launch(profile, engine):
 
 
 def test_480b_tp4x2_two_instances_on_disjoint_gpus_and_ports():
-    got = rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm")["instances"]
+    got = engines(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm"))
     assert [i["gpus"] for i in got] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert [i["port"] for i in got] == [8000, 8001]
     assert [i["env"]["HIP_VISIBLE_DEVICES"] for i in got] == ["0,1,2,3", "4,5,6,7"]
     assert got[0]["env"]["CUDA_VISIBLE_DEVICES"] == got[0]["env"]["HIP_VISIBLE_DEVICES"]  # ROCm vLLM asserts equal
-    assert got[0]["config_path"] != got[1]["config_path"]
+    assert got[0]["config_path"] is None and got[1]["config_path"] is None   # MP: the host's server holds L1/L2
+    in_process = engines(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm", lmcache_mode="in-process"))
+    assert in_process[0]["config_path"] != in_process[1]["config_path"]
 
 
-def test_480b_tp8_line_is_the_field_facts_launch():
-    line = rendered("mi308x-qwen3-coder-480b-tp8", "vllm")["instances"][0]["command_line"]
+def test_480b_tp8_in_process_line_is_the_field_facts_launch():
+    line = engines(rendered("mi308x-qwen3-coder-480b-tp8", "vllm", lmcache_mode="in-process"))[0]["command_line"]
     assert line.startswith("LMCACHE_CONFIG_FILE=/var/lib/fxctl/serve/main/0/lmcache.yaml PYTHONHASHSEED=0 ")
     assert line.endswith("/opt/vllm/bin/vllm serve Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 --port 8000 "
                          "--tensor-parallel-size 8 --max-num-seqs 256 --kv-transfer-config "
@@ -61,7 +68,8 @@ def test_480b_tp8_line_is_the_field_facts_launch():
 
 
 def test_lmcache_config_has_the_plugin_and_stable_hashes():
-    config = yaml.safe_load(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm")["instances"][1]["lmcache_yaml"])
+    config = yaml.safe_load(engines(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm",
+                                             lmcache_mode="in-process"))[1]["lmcache_yaml"])
     assert config["storage_plugins"] == ["fxtier"]
     assert config["pre_caching_hash_algorithm"] == "sha256_cbor"
     extra = config["extra_config"]
@@ -69,6 +77,39 @@ def test_lmcache_config_has_the_plugin_and_stable_hashes():
     assert extra["fxtier.l2_path"] == f"{L2_DIR}/main-1"
     assert extra["fxtier.l2_bytes"] == 1099 * 10**9  # the profile's per-instance L2
     assert config["max_local_cpu_size"] > 0
+
+
+def test_480b_tp8_dry_run_is_lmcache_mp_with_fxctls_adapter():
+    """Issue 14: GPU hosts default to LMCache's MP mode: `lmcache server` with fxctl's tier as its L2 adapter,
+    started first; vLLM with LMCacheMPConnector pointed at it; no in-process LMCache config."""
+    settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), l2_dir=L2_DIR,
+                             python="/opt/vllm/bin/python3")
+    server, engine = plan_instances(settings, "gpu1")
+    assert server.is_server and server.unit == "fxctl-lmcache-main"
+    argv = list(server.argv)
+    assert argv[:4] == ["/opt/vllm/bin/python3", "-m", "lmcache.cli.main", "server"]
+    assert argv[argv.index("--eviction-policy") + 1] == "LRU"
+    adapter = json.loads(argv[argv.index("--l2-adapter") + 1])
+    assert (adapter["type"], adapter["module_path"], adapter["class_name"]) == \
+        ("plugin", "fxctl.kvtier.lmcache_mp_adapter", "FxTierL2Adapter")
+    assert adapter["adapter_params"]["l2_path"] == f"{L2_DIR}/main-mp"
+    assert float(argv[argv.index("--l1-size-gb") + 1]) > 0
+    kv = json.loads(engine.argv[engine.argv.index("--kv-transfer-config") + 1])
+    assert kv["kv_connector"] == "LMCacheMPConnector"
+    assert kv["kv_connector_extra_config"]["lmcache.mp.port"] == int(argv[argv.index("--port") + 1])
+    assert engine.lmcache_config is None and "LMCACHE_CONFIG_FILE" not in engine.env
+    assert engine.env["PYTHONHASHSEED"] == "0"
+
+
+def test_cpu_host_stays_in_process_and_says_why():
+    from fxctl.serve.lmcache_mode import lmcache_mode, mode_line
+
+    settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3", model="/m")
+    (engine,) = plan_instances(settings, "local")
+    assert lmcache_mode(settings) == "in-process" and "vLLM on CPU" in mode_line(settings)
+    assert "FxCpuLMCacheConnector" in engine.shell_line() and engine.gpus == ()
+    assert engine.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in engine.env
 
 
 def test_inventory_sizes_are_per_host_and_split_between_instances():
