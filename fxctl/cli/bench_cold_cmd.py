@@ -39,7 +39,7 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
     result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
     emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
          headers=["variant", "TTFT p50 s", "output tok/s", "TTFT vs recompute", "KV from connector",
-                  "logprobs = recompute", "failed"],
+                  "logprobs = own recompute", "max |dlogprob| vs no offload", "failed"],
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
               "measured after a full restart of the serving processes")
     ours = next((r for r in result["rows"] if r["variant"] == "fxctl"), None)
@@ -50,6 +50,7 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
 def row_cells(row: dict) -> tuple:
     ratio = row.get("ttft_ratio")
     same = row.get("logprobs_equal_recompute")
+    diff = row.get("logprobs_max_diff_vs_recompute")
     return (row["variant"], f"{row['ttft_p50_s']:.3f}", f"{row['output_tok_s']:.1f}",
             "-" if ratio is None else f"{ratio:.2f}x", f"{100 * row['kv_from_connector']:.0f} %",
-            {True: "yes", False: "NO", None: "-"}[same], row["failed"])
+            {True: "yes", False: "NO", None: "-"}[same], "-" if diff is None else f"{diff:.3g}", row["failed"])

@@ -43,7 +43,7 @@ def size_option(_ctx, _param, value):
 def name_option(_ctx, _param, value):
     from fxctl.serve.render import NAME_RE
 
-    if value is not None and not NAME_RE.match(value):
+    if value is not None and not NAME_RE.fullmatch(value):
         raise click.BadParameter(f"{value!r}: lowercase letters, digits and '-', at most 40")
     return value
 

@@ -271,7 +271,7 @@ def saved_plans(target, state_dir: str, name: str | None = None) -> list[tuple[I
     from fxctl.errors import BadInput
     from fxctl.serve.render import NAME_RE, PATH_RE
 
-    if not PATH_RE.match(state_dir) or (name is not None and not NAME_RE.match(name)):
+    if not PATH_RE.fullmatch(state_dir) or (name is not None and not NAME_RE.fullmatch(name)):
         raise BadInput(f"state dir {state_dir!r} or name {name!r} is not valid",
                        "names: lowercase letters, digits, '-'; state dir: an absolute path of [A-Za-z0-9._/+-]")
     # the pattern is expanded by the shell on purpose; both parts are checked above

@@ -161,7 +161,7 @@ def visible_devices_env(vendor: str, gpus: tuple[int, ...]) -> dict[str, str]:
 def validate(settings: ServeSettings) -> ServeSettings:
     """Every value that reaches a command line, checked; BadInput names the value and what is allowed."""
     problems = []
-    if not NAME_RE.match(settings.name):
+    if not NAME_RE.fullmatch(settings.name):
         problems.append(f"name {settings.name!r}: lowercase letters, digits and '-', at most 40")
     if settings.engine not in ENGINES:
         problems.append(f"engine {settings.engine!r}: one of {', '.join(ENGINES)}")
@@ -178,9 +178,9 @@ def validate(settings: ServeSettings) -> ServeSettings:
         if not settings.cpu_kv_cache_gb or not 0 < settings.cpu_kv_cache_gb <= 4096:
             problems.append(f"cpu_kv_cache_gb {settings.cpu_kv_cache_gb!r}: vLLM on CPU needs it, > 0 "
                             "(the profile's serving.cpu_kv_cache_gb)")
-    if not (MODEL_RE.match(settings.profile) or PATH_RE.match(settings.profile)) or ".." in settings.profile:
+    if not (MODEL_RE.fullmatch(settings.profile) or PATH_RE.fullmatch(settings.profile)) or ".." in settings.profile:
         problems.append(f"profile {settings.profile!r}: a name in profiles/ or an absolute YAML path")
-    if not (MODEL_RE.match(settings.model or "") or PATH_RE.match(settings.model or "")) or ".." in settings.model:
+    if not (MODEL_RE.fullmatch(settings.model or "") or PATH_RE.fullmatch(settings.model or "")) or ".." in settings.model:
         problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
     for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
                                     ("instances", settings.instances, 1, 64),
@@ -193,9 +193,9 @@ def validate(settings: ServeSettings) -> ServeSettings:
     paths = [("l2_dir", settings.l2_dir), ("state_dir", settings.state_dir)]
     paths += [("site_dir", p) for p in (settings.site_dir or "/").split(":")]
     for label, path in paths:
-        if not PATH_RE.match(path or "") or "/../" in f"{path}/":
+        if not PATH_RE.fullmatch(path or "") or "/../" in f"{path}/":
             problems.append(f"{label} {path!r}: an absolute path of [A-Za-z0-9._/+-]")
-    if not (PATH_RE.match(settings.python) or re.match(r"^python3(\.\d+)?$", settings.python)):
+    if not (PATH_RE.fullmatch(settings.python) or re.fullmatch(r"python3(\.\d+)?", settings.python)):
         problems.append(f"python {settings.python!r}: python3 or an absolute path to an interpreter")
     if settings.offload != "none" and (settings.l1_bytes_per_instance <= 0 or settings.l2_bytes_per_instance <= 0):
         problems.append("l1 and l2 sizes must be > 0 (LMCache plugins stage through the CPU pool)")

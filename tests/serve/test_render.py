@@ -131,3 +131,20 @@ def test_values_that_would_reach_a_command_are_refused(override):
 def test_no_l2_dir_says_how_to_give_one():
     with pytest.raises(BadInput, match="L2 directory"):
         settings_from(load_profile("lab"))
+
+
+def test_inventory_instances_1_wins_over_the_profiles_2():
+    """Issue 16: `serve.instances: 1` in the inventory with the TP4x2 profile gives one instance: the merge is by
+    what the inventory set, not by whether a value differs from a default."""
+    spec = ServeSpec(hosts=("gpu1",), instances=1, l2_dir="/mnt/a/fx")
+    settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), spec)
+    assert settings.instances == 1
+    assert [p.index for p in plan_instances(settings, "gpu1") if not p.is_server] == [0]
+    assert settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), spec, instances=2).instances == 2
+
+
+@pytest.mark.parametrize("field", ["model", "l2_dir", "python", "name"])
+def test_a_value_with_a_trailing_newline_is_refused(field):
+    value = {"model": "Qwen/Qwen3\n", "l2_dir": "/mnt/fx\n", "python": "python3\n", "name": "main\n"}[field]
+    with pytest.raises(BadInput):
+        settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), **{"l2_dir": L2_DIR, field: value})

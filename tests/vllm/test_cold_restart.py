@@ -18,7 +18,9 @@ def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(servi
     # every prompt token vLLM asked its KV connector for came back from fxctl's tier after the restart
     assert rows["fxctl"]["kv_from_connector"] == 1.0
     assert rows["fxctl"]["kv_tokens_from_connector"] >= 2 * 2048 - 2 * 256   # whole 256-token chunks
+    # ... and its outputs after the restart are, bit for bit, what the same deployment computed from scratch
     assert rows["fxctl"]["logprobs_equal_recompute"] is True
+    assert rows["recompute"]["logprobs_equal_recompute"] is True
     # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed), and recompute too
     assert rows["lmcache-disk"]["kv_from_connector"] == 0.0
     assert rows["recompute"]["kv_tokens_from_connector"] == 0.0
