@@ -2,7 +2,8 @@
 
 ops/*.json:   {"operation": "fxctl.ops.files:ensure_line", "kwargs": {...}, "commands": [...], "reason": "..."}
 facts/*.json: {"fact": "fxctl.facts.files:FileContent", "args": {...}, "stdout": "...", "exit_code": 0,
-               "parsed": ...}   (stdout may instead name a file: "stdout_file": "outputs/x.txt")
+               "parsed": ..., "command": "..."}   (stdout may instead name a file: "stdout_file": "outputs/x.txt")
+               Both sides are pinned: the command the fact runs (masked) and the value parsed from real output.
 
 `check_golden` is the one comparison every golden test uses (these, tests/plan_golden.py, tests/test_net_plan.py):
 FXCTL_UPDATE_GOLDEN=1 rewrites the expected side of each case that differs and fails that test ("rewrote
@@ -59,4 +60,5 @@ def check_fact_case(path: Path) -> None:
     stdout = case.get("stdout")
     if stdout is None:
         stdout = (path.parent / case["stdout_file"]).read_text()
-    check_golden(path, case, {"parsed": to_plain(fact.parse(stdout, case.get("exit_code", 0)))})
+    check_golden(path, case, {"parsed": to_plain(fact.parse(stdout, case.get("exit_code", 0))),
+                              "command": fact.command().masked()})
