@@ -12,14 +12,16 @@ each onto a Prometheus family and its labels. Exported families (`tier` is l1 or
   fxctl_tier_skipped_writes_total, fxctl_tier_queue_full_total, fxctl_tier_puts_total
   fxctl_tier_read_latency_seconds{tier}                    histogram of chunk reads
   fxctl_tier_op_latency_seconds{op}                        histogram of put, l2_write, contains
-  fxctl_tier_used_bytes, fxctl_tier_capacity_bytes, fxctl_tier_chunks   gauges, read at scrape time
+  fxctl_tier_usage_bytes, fxctl_tier_max_capacity_bytes, fxctl_tier_chunks   gauges, read at scrape time
   fxctl_tier_pending_write_bytes, fxctl_tier_pinned_chunks
 
 The hit, miss, read-bytes and chunk names are those fxctl sim exports, so `fxctl bench serve` reads per-tier
-hit rates from either. LMCache's MP server counts the same events as lmcache_mp_l1_read / l1_write /
-l1_evicted and lmcache_mp_l2_store_completed_objects / l2_prefetch_load_completed / l2_evicted_objects /
-l2_prefetch_failure (lmcache/v1/mp_observability/subscribers/metrics/l1.py, l2.py, l2_failures.py): the
-eviction family keeps its verb (evicted), and fxctl's own labels stay `tier` so one query covers both tiers.
+hit rates from either. Aligned with LMCache's MP metrics where they count the same thing (lmcache/v1/
+mp_observability/subscribers/metrics/*.py, l1_eviction_loop.py, storage_manager.py; the OTel names reach
+Prometheus with dots as underscores and the unit appended): usage_bytes as lmcache_mp_l2_usage_bytes and
+lmcache_mp_l1_memory_usage_bytes, max_capacity_bytes as the L2 adapters' max_capacity_bytes, evicted as
+lmcache_mp_l1_evicted / l2_evicted_objects. LMCache's l1_read / l1_write / l2_store_completed_objects count
+its own L1 and the L2 controller; fxctl's hits / stored_chunks count inside the adapter, so both show.
 """
 
 from __future__ import annotations
@@ -170,8 +172,8 @@ class UsageCollector:
 
     def collect(self) -> Iterable[Metric]:
         usage = self.read_usage()
-        used = GaugeMetricFamily(f"{PREFIX}_used_bytes", "Bytes the tier holds now", labels=["tier"])
-        capacity = GaugeMetricFamily(f"{PREFIX}_capacity_bytes", "Capacity of the tier in bytes", labels=["tier"])
+        used = GaugeMetricFamily(f"{PREFIX}_usage_bytes", "Bytes the tier holds now", labels=["tier"])
+        capacity = GaugeMetricFamily(f"{PREFIX}_max_capacity_bytes", "Capacity of the tier in bytes", labels=["tier"])
         chunks = GaugeMetricFamily(f"{PREFIX}_chunks", "Chunks the tier holds now", labels=["tier"])
         for tier in ("l1", "l2"):
             u = usage.get(tier)

@@ -28,9 +28,9 @@ def test_two_stores_count_apart_per_tier_with_capacity(disk_dir, tmp_path):
         assert value(found, "fxctl_tier_stored_chunks_total", tier="l2") == 1
         assert value(found, "fxctl_tier_read_latency_seconds_count", tier="l1") == 1
         assert value(found, "fxctl_tier_chunks", tier="l2") == 1
-        assert value(found, "fxctl_tier_used_bytes", tier="l2") == PAGE_BYTES
-        assert value(found, "fxctl_tier_capacity_bytes", tier="l1") == 1 << 20
-        assert value(found, "fxctl_tier_capacity_bytes", tier="l2") == store.stats()["l2"]["capacity_bytes"]
+        assert value(found, "fxctl_tier_usage_bytes", tier="l2") == PAGE_BYTES
+        assert value(found, "fxctl_tier_max_capacity_bytes", tier="l1") == 1 << 20
+        assert value(found, "fxctl_tier_max_capacity_bytes", tier="l2") == store.stats()["l2"]["capacity_bytes"]
         # the other store's registry saw none of it
         assert value(parse_samples(generate_latest(other.registry).decode()), "fxctl_tier_hits_total", tier="l1") == 0
 
