@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fxctl.kvtier.buffers import aligned_buffer
+from fxctl.kvtier.config import CHUNK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class ChunkShape:
     head_dim: int
     dtype_bytes: int
     dtype: str  # torch dtype name, for LMCache
-    tokens: int = 256
+    tokens: int = CHUNK_TOKENS
 
     @property
     def nbytes(self) -> int:

@@ -18,7 +18,7 @@ from fxctl.bench.chunks import SHAPES, ChunkShape, ChunkSource
 from fxctl.bench.disk import drop_page_cache, fio_read_limit, run_fio
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
-from fxctl.kvtier.config import GIB, MIB, PAGE_BYTES, padded
+from fxctl.kvtier.config import GIB, IO_THREADS, MIB, PAGE_BYTES, padded
 from fxctl.kvtier.journal import OP_PUT, ChunkLocation, Journal, encode
 from fxctl.kvtier.segments import SegmentFiles
 from fxctl.paths import bench_scratch_dir
@@ -33,7 +33,7 @@ class TierBenchSpec:
     total_bytes: int = 4 * GIB          # per chunk size; more than L1 holds
     l1_bytes: int = 1 * GIB
     batch_bytes: int = 512 * MIB        # bytes per get_into call (one request's prefix, restored together)
-    io_threads: int = 16
+    io_threads: int = IO_THREADS
     recovery_chunks: int = 100_000
     passes: int = 3                     # cold restore passes (restart, page cache dropped); best reported
     lmcache: bool = True                # also run LMCache's LocalDiskBackend, if importable

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from fxctl.kvtier.config import IO_THREADS
 from fxctl.output import dumps, emit
 
 
@@ -23,7 +24,7 @@ def command():
 @click.option("--total", default="4G", show_default=True, help="Bytes of KV per chunk size (more than L1).")
 @click.option("--l1", "l1", default="1G", show_default=True, help="L1 DRAM budget.")
 @click.option("--batch", default="512M", show_default=True, help="Bytes restored per get_into call.")
-@click.option("--io-threads", default=16, show_default=True, type=int,
+@click.option("--io-threads", default=IO_THREADS, show_default=True, type=int,
               help="Most parallel reads (fxctl) and LMCache disk_io_threads.")
 @click.option("--passes", default=3, show_default=True, type=int, help="Cold restore passes (best reported).")
 @click.option("--recovery-chunks", default=100_000, show_default=True, type=int)

@@ -8,6 +8,10 @@ from typing import Any
 from fxctl.units import GIB, KIB, MIB  # noqa: F401 (MIB: imported from here by the tier's users)
 
 PAGE_BYTES = 64 * KIB  # L2 allocation unit: every chunk starts on a 64 KiB boundary
+# tokens per KV chunk: one name and one default everywhere (profiles' tiers.chunk_tokens; LMCache calls it
+# chunk_size, and the rendered LMCache config passes this value there)
+CHUNK_TOKENS = 256
+IO_THREADS = 16        # most chunk reads in parallel (16 x 4 MiB chunks beat 8 here); LMCache's disk_io_threads
 
 
 @dataclass
@@ -22,7 +26,7 @@ class TierConfig:
     l1_bytes: int = 1 * GIB
     l2_bytes: int = 16 * GIB
     segment_bytes: int = 1 * GIB
-    io_threads: int = 16                   # most chunk reads in parallel (16 x 4 MiB chunks beat 8 here)
+    io_threads: int = IO_THREADS           # most chunk reads in parallel
     inflight_bytes: int = 128 * MIB        # ... and about this many bytes requested at once (see store.py)
     write_threads: int = 4                 # write-behind threads (2 -> 4 doubled durable put throughput here)
     max_request_bytes: int = 64 * MIB      # a chunk is read with one request up to this size

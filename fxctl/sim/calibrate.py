@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.sim.engine import Engine
 from fxctl.sim.profile import Profile
 from fxctl.sim.tierset import build_tiers
@@ -187,7 +188,7 @@ def working_set_warnings(profile: Profile, workload: Workload) -> list[str]:
     from fxctl.sim.tierset import tier_rates
 
     capacity = tier_rates(profile).l2_chunks
-    chunk = int(profile.get("tiers", "chunk_tokens", 256))
+    chunk = int(profile.get("tiers", "chunk_tokens", CHUNK_TOKENS))
     largest = max(workload.concurrency) * workload.requests_per_client
     needed = int(largest * workload.prompt_tokens / chunk)
     if needed <= capacity:

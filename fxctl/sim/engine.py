@@ -13,6 +13,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.sim.blocks import BlockPool
 from fxctl.sim.cost import FixedDelayModel, ScheduledWork, cost_model, hbm_kv_blocks
 from fxctl.sim.profile import Profile
@@ -39,7 +40,7 @@ class Engine:
         self.profile = profile
         self.model = cost_model(profile)
         self.block_size = int(profile.get("serving", "block_size", 16))
-        self.chunk_tokens = int(profile.get("tiers", "chunk_tokens", 256))
+        self.chunk_tokens = int(profile.get("tiers", "chunk_tokens", CHUNK_TOKENS))
         self.pool = BlockPool(hbm_kv_blocks(profile))
         self.max_num_seqs = int(profile.get("serving", "max_num_seqs", 256))
         fixed = isinstance(self.model, FixedDelayModel)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.sim.cost import kv_bytes_per_token
 from fxctl.sim.profile import Profile
 from fxctl.sim.request import SimRequest
@@ -31,7 +32,7 @@ class TierRates:
 
 def tier_rates(profile: Profile, backend: str | None = None) -> TierRates:
     t = lambda key, default=0: profile.get("tiers", key, default)  # noqa: E731
-    chunk_bytes = t("chunk_tokens", 256) * kv_bytes_per_token(profile)
+    chunk_bytes = t("chunk_tokens", CHUNK_TOKENS) * kv_bytes_per_token(profile)
     backend = backend or t("l2_backend", "fxctl")
     stock = backend == "lmcache-disk"
     efficiency = t("stock_l2_read_efficiency", 1) if stock else t("l2_read_efficiency", 1)
@@ -123,4 +124,4 @@ class TierSet:
 
 
 def build_tiers(profile: Profile, backend: str | None = None, l2: L2Store | None = None) -> TierSet:
-    return TierSet(tier_rates(profile, backend), int(profile.get("tiers", "chunk_tokens", 256)), l2)
+    return TierSet(tier_rates(profile, backend), int(profile.get("tiers", "chunk_tokens", CHUNK_TOKENS)), l2)
