@@ -18,9 +18,8 @@ from fxctl.bench.chunks import SHAPES, ChunkShape, ChunkSource
 from fxctl.bench.disk import drop_page_cache, fio_read_limit, run_fio
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
-from fxctl.kvtier.config import GIB, IO_THREADS, MIB, PAGE_BYTES, padded
-from fxctl.kvtier.journal import OP_PUT, ChunkLocation, Journal, encode
-from fxctl.kvtier.segments import SegmentFiles
+from fxctl.kvtier.config import GIB, IO_THREADS, MIB, padded
+from fxctl.kvtier.l2 import write_index_only
 from fxctl.paths import bench_scratch_dir
 
 log = logging.getLogger(__name__)
@@ -177,24 +176,9 @@ def bench_recovery(spec: TierBenchSpec) -> dict:
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
     n = spec.recovery_chunks
-    segment_pages = GIB // PAGE_BYTES
-    files = SegmentFiles(directory, GIB)
-    for seg in range(-(-n // segment_pages)):
-        files.create(seg)
-    files.close()
-    journal = Journal(directory, durable=False)
-    journal.recover()
-    records = []
-    for i in range(n):
-        loc = ChunkLocation(i // segment_pages, i % segment_pages, 1, PAGE_BYTES, i, b"")
-        records.append(encode(OP_PUT, f"model@1@0@{i:016x}@bfloat16", loc))
-        if len(records) == 5000:
-            journal.append(records)
-            records = []
-    journal.append(records)
-    journal.close()
-    cfg = TierConfig(l2_path=directory, l1_bytes=0, l2_bytes=GIB * (-(-n // segment_pages)),
-                     segment_bytes=GIB, checkpoint_records=10 * n)
+    segments = write_index_only(directory, [f"model@1@0@{i:016x}@bfloat16" for i in range(n)], GIB)
+    cfg = TierConfig(l2_path=directory, l1_bytes=0, l2_bytes=GIB * segments, segment_bytes=GIB,
+                     checkpoint_records=10 * n)
     t0 = time.perf_counter()
     store = TierStore(cfg)
     from_journal = time.perf_counter() - t0

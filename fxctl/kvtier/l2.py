@@ -311,3 +311,24 @@ class L2Tier:
             self.journal.close()
             self.files.close()
             os.close(self._lock_fd)
+
+
+def write_index_only(directory: str, keys: list[str], segment_bytes: int, batch: int = 5000) -> int:
+    """An L2 directory whose journal indexes one page per key (segments made for them, no chunk contents
+    written): what index recovery is measured on (`fxctl bench tier`). Returns the number of segments.
+    The journal's format stays the tier's own business: callers hand keys, not records."""
+    segment_pages = segment_bytes // PAGE_BYTES
+    segments = -(-len(keys) // segment_pages)
+    files = SegmentFiles(directory, segment_bytes)
+    for seg in range(segments):
+        files.create(seg)
+    files.close()
+    journal = Journal(directory, durable=False)
+    journal.recover()
+    try:
+        for start in range(0, len(keys), batch):
+            journal.append([encode(OP_PUT, key, ChunkLocation(i // segment_pages, i % segment_pages, 1, PAGE_BYTES, i))
+                            for i, key in enumerate(keys[start:start + batch], start)])
+    finally:
+        journal.close()
+    return segments
