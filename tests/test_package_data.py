@@ -75,3 +75,16 @@ def test_names_and_paths_resolve(tmp_path):
     with pytest.raises(BadInput) as info:
         profile_path("no-such-profile")
     assert "lab" in info.value.hint
+
+
+def test_profiles_list_and_show(monkeypatch, capsys):
+    import json
+
+    from tests.support.cli import run_main
+
+    code, out, _ = run_main(["-o", "json", "profiles", "list"], monkeypatch, capsys)
+    assert code == 0 and {"lab", "fixed-delays"} <= {row["name"] for row in json.loads(out)}
+    code, out, _ = run_main(["profiles", "show", "lab"], monkeypatch, capsys)
+    assert code == 0 and out.startswith(f"# {profile_path('lab')}\n") and "cost_model: roofline" in out
+    code, _, err = run_main(["profiles", "show", "no-such"], monkeypatch, capsys)
+    assert code == 2 and "no such profile" in err and "lab" in err
