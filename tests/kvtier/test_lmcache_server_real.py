@@ -3,8 +3,10 @@ and driven by LMCache's own tools on the CPU: `lmcache ping` and `lmcache descri
 --mode cpu`, LMCache's MP client (lookup, store, retrieve, checksums of the KV). The chunks it stores land in
 fxctl's L2 (journal and segments grow, the tier's metrics count the writes); after the server restarts, the same
 requests find every chunk at once and read back the same bytes; the metrics come from the adapter's endpoint,
-read with prometheus_client's parser."""
+read with prometheus_client's parser. And LMCache's adapter harness, `lmcache bench l2`, round-trips the adapter
+with its own data check."""
 
+import json
 import os
 import re
 import signal
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.lmcache
 pytest.importorskip("lmcache.cli.main")
 
 from fxctl.kvtier.lmcache_server import (  # noqa: E402
+    adapter_spec,
     describe_argv,
     health_url,
     http_url,
@@ -159,3 +162,17 @@ def test_chunks_stored_through_lmcache_are_in_fxctls_tier_and_found_after_a_rest
         server.stop()
     finally:
         server.kill()
+
+
+def test_lmcache_bench_l2_round_trips_the_adapter_and_checks_the_data(tmp_path):
+    spec = adapter_spec(str(tmp_path / "fxtier"), 256 << 20, segment_bytes=64 << 20)
+    out = tmp_path / "bench-l2.json"
+    done = run([*lmcache_command(PYTHON), "bench", "l2", "--l2-adapter", json.dumps(spec), "--data-size-kb", "256",
+                "--num-keys", "16", "--in-flight", "2", "--l1-align-bytes", "4096", "--rounds", "1",
+                "--lookup-max-hit-rate", "1.0", "--no-skip-verify", "--format", "json", "--output", str(out)],
+               str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "All 32 keys data verified OK" in done.stdout, done.stdout[-3000:]
+    ops = {op["operation"]: op for key, op in json.loads(out.read_text())["metrics"].items() if key.startswith("op_")}
+    assert {name: (op["total_success"], op["total_keys"]) for name, op in ops.items()} == {
+        "Store": (32, 32), "Lookup": (32, 32), "Load": (32, 32)}
