@@ -79,6 +79,8 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
     def work(target) -> HostStart:
         outcome = HostStart(target.name)
         effective = settings
+        for plan in plan_instances(settings, target.name):   # before pre-flight: its port check would say "busy"
+            launch.ensure_not_running(target, plan)
         if preflight:
             checked = run_preflight(target, settings, install=install, local=where.local)
             outcome.checks = checked.checks
@@ -148,7 +150,10 @@ def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, H
 def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
     def work(target) -> list[dict]:
         out = []
-        for plan, mode in stop_order(launch.saved_plans(target, state_dir, name)):
+        saved = launch.saved_plans(target, state_dir, name)
+        if name and not saved:
+            raise FxError(f"{target.name}: no deployment named {name!r}", "fxctl serve status lists them")
+        for plan, mode in stop_order(saved):
             was_running = launch.stop_instance(target, plan, mode)
             out.append({"host": target.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
         return out

@@ -92,10 +92,7 @@ def pidfile_of(plan: InstancePlan) -> str:
 
 def start_instance(target, plan: InstancePlan) -> str:
     """Write the config and state, start the instance; returns the mode used (systemd | process)."""
-    current = instance_alive(target, plan, read_mode(target, plan))
-    if current:
-        raise FxError(f"{target.name}: {plan.unit} is already running (port {plan.port})",
-                      "fxctl serve stop (or restart) first")
+    ensure_not_running(target, plan)
     mode = "systemd" if has_systemd(target) else "process"
     directory = plan.state_path.rsplit("/", 1)[0]
     target.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
@@ -108,6 +105,12 @@ def start_instance(target, plan: InstancePlan) -> str:
         target.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
     target.run(launch_command(plan, mode), check=True)
     return mode
+
+
+def ensure_not_running(target, plan: InstancePlan) -> None:
+    if instance_alive(target, plan, read_mode(target, plan)):
+        raise FxError(f"{target.name}: {plan.unit} is already running (port {plan.port})",
+                      "fxctl serve stop (or restart) first")
 
 
 def read_mode(target, plan: InstancePlan) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from fxctl.remote.command import script, sh
 from fxctl.serve import wheel
+from fxctl.serve.lmcache_mode import lmcache_mode, mp_ports
 from fxctl.serve.render import ServeSettings
 
 KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
@@ -63,12 +64,43 @@ def run_preflight(target, settings: ServeSettings, *, install: bool = True, loca
     else:
         check_gpus(target, settings, result)
     check_migration(target, settings, result)
+    check_ports(target, settings, result)
     return result
 
 
+# Runs on the host with its python3: argv are ports; prints those something already listens on (127.0.0.1)
+BUSY_PORTS = r"""
+import socket, sys
+busy = []
+for port in sys.argv[1:]:
+    with socket.socket() as s:
+        s.settimeout(1)
+        if s.connect_ex(("127.0.0.1", int(port))) == 0:
+            busy.append(port)
+print(" ".join(busy))
+"""
+
+
+def check_ports(target, settings: ServeSettings, result: Preflight) -> None:
+    """Every port the deployment will listen on is free: a port another deployment serves would answer the
+    readiness check for it, and the new one would never come up."""
+    from fxctl.serve.render import plan_instances
+
+    ports = sorted({p.port for p in plan_instances(settings, target.name)} |
+                   (set(mp_ports(settings)) if lmcache_mode(settings) == "mp" else set()))
+    res = target.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
+    busy = res.stdout.split() if res.ok else []
+    if not res.ok:
+        result.add("ports", "warn", f"could not check ports {ports}: {res.tail(2)}", "check them by hand (ss -ltn)")
+    elif busy:
+        result.add("ports", "failed", f"port(s) {', '.join(busy)} already in use on {target.name}",
+                   "stop what listens there (fxctl serve status shows fxctl's deployments) or pass --port")
+    else:
+        result.add("ports", "ok", f"{', '.join(map(str, ports))} free")
+
 def check_migration(target, settings: ServeSettings, result: Preflight) -> None:
     """A host upgraded from the in-process layout keeps its warm tier on disk: say what MP mode does with it."""
-    from fxctl.serve.lmcache_mode import lmcache_mode, migration_note
+    from fxctl.serve.lmcache_mode import migration_note
 
     mode = lmcache_mode(settings)
     if mode != "mp":

@@ -50,7 +50,13 @@ async def serve(profile: Profile, options: ServeOptions, stop: asyncio.Event | N
     runner = web.AppRunner(build_app(engine, config), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, options.host, options.port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:   # one line for the operator, not a traceback (fxctl's error boundary prints it)
+        await runner.cleanup()
+        from fxctl.errors import FxError
+        raise FxError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}",
+                      "another server holds that port: pick another --port, or stop it") from None
     port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
     print(banner(profile, engine, config, f"http://{options.host}:{port}"), flush=True)
     print(f"listening on http://{options.host}:{port}", flush=True)

@@ -128,3 +128,35 @@ def test_bad_values_and_misplaced_options_are_bad_input(fx):
     assert res.returncode == 2 and "after the subcommand" in res.stderr
     res = fx("serve", "start", "--profile", "no-such-profile", "--local", "--dry-run")
     assert res.returncode == 2 and "no such profile" in res.stderr
+
+
+def test_a_busy_port_fails_pre_flight_and_stopping_an_unknown_deployment_says_so(fx, tmp_path):
+    """Issue 18.8: a port another server answers on is found before launch; `stop --name` of a deployment
+    that does not exist is an error that names it."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = fx("serve", "start", "--engine", "sim", "--profile", "lab", "--local", "--name", "busy",
+                 "--port", str(port), "--l2-dir", str(tmp_path / "l2"))
+    assert res.returncode == 1
+    assert f"port(s) {port} already in use" in res.stderr and "Traceback" not in res.stderr
+    gone = fx("serve", "stop", "--local", "--name", "nosuch")
+    assert gone.returncode == 1 and "no deployment named 'nosuch'" in gone.stderr
+
+
+def test_the_emulator_says_in_one_line_that_its_port_is_taken(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "fxctl", "sim", "serve", "--profile", "lab", "--port", str(port)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
