@@ -49,7 +49,8 @@ def name_option(_ctx, _param, value):
 
 
 def where_options(func):
-    func = click.option("--name", default=None, callback=name_option, help="Deployment name (default: all for status/stop/logs; "
+    func = click.option("--name", default=None, callback=name_option,
+                        help="Deployment name (default: all for status/stop/logs; "
                         "'main' for start).")(func)
     func = click.option("--host", "hosts", multiple=True, help="Inventory host (repeatable); default: "
                         "serve.hosts of the inventory.")(func)
@@ -146,7 +147,8 @@ def default_l2_dir(inventory, where) -> str | None:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes,
+def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, instances, port,
+                  max_num_seqs, l1_bytes,
                   l2_bytes, l2_dir, python, time_scale, ready_timeout, dry_run, skip_preflight, no_install,
                   engine_command, name, hosts, local):
     import sys

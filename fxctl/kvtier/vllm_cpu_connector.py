@@ -51,7 +51,7 @@ class CpuPagedConnector:
         self._layout: PageLayout | None = None
 
     @classmethod
-    def from_metadata(cls, metadata) -> "CpuPagedConnector":
+    def from_metadata(cls, metadata) -> CpuPagedConnector:
         num_layers, _, _, num_kv_heads, head_size = metadata.kv_shape
         return cls(num_layers, num_kv_heads, head_size, metadata.kv_dtype, metadata.use_mla)
 

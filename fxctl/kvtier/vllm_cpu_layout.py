@@ -7,7 +7,8 @@ half holds K and second half V. Inside a page the order depends on the kernel's 
 knowledge, `learn_layout` writes probe values through the kernel vLLM itself uses
 (`cpu_attn_reshape_and_cache`) and reads where each (token-in-block, dim) landed. The result is two
 index maps per (dtype, block size, head size, ISA): position in the K (or V) half of a page ->
-token * head_size + dim. With them, `gather` reads tokens out of the cache in token order (vLLM -> LMCache), in pure torch;
+token * head_size + dim. With them, `gather` reads tokens out of the cache in token order (vLLM -> LMCache),
+in pure torch;
 the way back (LMCache -> vLLM) is the kernel itself (`kernel_write`).
 
 Probe values are small integers, exact in every float type the cache uses (bf16 holds 0..256 exactly):

@@ -11,11 +11,9 @@ from pathlib import Path
 
 
 def runs_root() -> Path:
-    base = os.environ.get("FXCTL_RUN_DIR")
-    if base:
-        return Path(base)
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(state) / "fxctl" / "runs"
+    from fxctl.paths import runs_dir
+
+    return runs_dir()
 
 
 @dataclass
@@ -30,7 +28,7 @@ class RunJournal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def new(cls, label: str) -> "RunJournal":
+    def new(cls, label: str) -> RunJournal:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         folder = runs_root() / f"{stamp}-{label}-{os.getpid()}"
         return cls(folder / "journal.jsonl")

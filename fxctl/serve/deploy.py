@@ -3,15 +3,13 @@ restart, on this machine or on the inventory's serving hosts (each host gets an 
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Callable
 
 from fxctl.errors import FxError
 from fxctl.inventory.model import Host
 from fxctl.remote.pool import HostOutcome, run_on_hosts
-from fxctl.serve import launch
+from fxctl.serve import launch, wheel
 from fxctl.serve.preflight import Check, run_preflight
 from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
 from fxctl.serve.target import LOCAL, LocalTarget, RemoteTarget
@@ -21,10 +19,9 @@ DEFAULT_READY_TIMEOUT_S = 600.0
 
 def local_state_dir() -> str:
     """$FXCTL_SERVE_STATE, or $XDG_STATE_HOME/fxctl/serve (~/.local/state/fxctl/serve)."""
-    if os.environ.get("FXCTL_SERVE_STATE"):
-        return os.environ["FXCTL_SERVE_STATE"]
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return f"{base}/fxctl/serve"
+    from fxctl.paths import serve_state_dir
+
+    return str(serve_state_dir())
 
 
 @dataclass
@@ -67,7 +64,7 @@ class HostStart:
 
 def dry_run(settings: ServeSettings, where: Where) -> list[InstancePlan]:
     names = [LOCAL] if where.local else [h.name for h in where.hosts]
-    if not where.local and settings.engine == "sim":  # start ships the profile file there
+    if not where.local and settings.engine == "sim" and "/" in settings.profile:  # start ships the file there
         settings = replace(settings, profile=f"{settings.state_dir}/{settings.name}/profile.yaml")
     return [plan for name in names for plan in plan_instances(settings, name)]
 
@@ -89,9 +86,9 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
                 raise PreflightFailed(outcome, failed)
             effective = with_site_dir(settings, checked.site_dir)
         elif where.local:
-            effective = with_site_dir(settings, str(Path(__file__).resolve().parents[2]))
-        if not where.local and effective.engine == "sim":  # profiles/ is not in the wheel: ship the file
-            effective = ship_profile(target, effective)
+            effective = with_site_dir(settings, str(wheel.REPO))
+        if not where.local and effective.engine == "sim" and "/" in effective.profile:
+            effective = ship_profile(target, effective)   # a profile file of the user's: the wheel has the rest
         started: list[tuple[InstancePlan, str]] = []
         try:
             launch_in_order(target, plan_instances(effective, target.name), ready_timeout, outcome, started)
@@ -124,6 +121,7 @@ def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan
 
 
 def ship_profile(target, settings: ServeSettings) -> ServeSettings:
+    """Copy a profile file given by path to the host (shipped profiles travel inside fxctl's wheel)."""
     from fxctl.sim.profile import resolve_profile_path
 
     remote = f"{settings.state_dir}/{settings.name}/profile.yaml"

@@ -68,7 +68,8 @@ def server_argv(settings, l2_path: str) -> tuple[str, ...]:
                                   "metrics_port": metrics_port}}
     l1_gb = settings.l1_bytes_per_instance * settings.instances / GIB
     # LMCache's CLI by module: the wheel installs no `lmcache` script beside python in every layout
-    return (settings.python, "-m", "lmcache.cli.main", "server", "--host", "127.0.0.1", "--port", str(mp_port), "--http-port", str(http_port),
+    return (settings.python, "-m", "lmcache.cli.main", "server", "--host", "127.0.0.1", "--port", str(mp_port),
+            "--http-port", str(http_port),
             "--l1-size-gb", f"{l1_gb:.3f}", "--eviction-policy", "LRU",
             "--chunk-size", str(settings.chunk_size), "--l2-adapter", json.dumps(adapter, separators=(",", ":")))
 

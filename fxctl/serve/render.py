@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 import yaml
 
 from fxctl.errors import BadInput
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
 from fxctl.serve.lmcache_mode import MODES, SERVER_INDEX, lmcache_mode, mp_kv_transfer_config, mp_ports, server_argv
+from fxctl.units import GB, GIB
 
-GB = 1e9  # profile sizes are decimal GB
 ENGINES = ("vllm", "sim")
 DEVICES = ("cuda", "rocm", "ascend", "cpu", "none")   # what runs vLLM on a host; "none": unknown GPU
 OFFLOADS = ("fxctl", "lmcache-disk", "none")           # KV below the engine: fxctl's tier, LMCache's own
@@ -63,7 +64,7 @@ class ServeSettings:
     cpu_kv_cache_gb: float | None = None  # CPU hosts: vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE)
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
-    chunk_size: int = 256
+    chunk_size: int = CHUNK_TOKENS
     state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
     time_scale: float = DEFAULT_SIM_TIME_SCALE
     site_dir: str | None = None         # sim on a host without pip: fxctl + deps unpacked here (PYTHONPATH)
@@ -121,7 +122,7 @@ class InstancePlan:
                 "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "InstancePlan":
+    def from_dict(cls, data: dict) -> InstancePlan:
         return cls(deployment=data["deployment"], index=data["index"], host=data["host"], port=data["port"],
                    gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
@@ -180,7 +181,8 @@ def validate(settings: ServeSettings) -> ServeSettings:
                             "(the profile's serving.cpu_kv_cache_gb)")
     if not (MODEL_RE.fullmatch(settings.profile) or PATH_RE.fullmatch(settings.profile)) or ".." in settings.profile:
         problems.append(f"profile {settings.profile!r}: a name in profiles/ or an absolute YAML path")
-    if not (MODEL_RE.fullmatch(settings.model or "") or PATH_RE.fullmatch(settings.model or "")) or ".." in settings.model:
+    model = settings.model or ""
+    if not (MODEL_RE.fullmatch(model) or PATH_RE.fullmatch(model)) or ".." in model:
         problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
     for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
                                     ("instances", settings.instances, 1, 64),
@@ -236,8 +238,9 @@ def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
         return None
     if settings.offload == "lmcache-disk":
         return {"chunk_size": settings.chunk_size, "local_cpu": True,
-                "max_local_cpu_size": round(settings.l1_bytes_per_instance / 2**30, 3),
-                "local_disk": f"file://{l2_path}/", "max_local_disk_size": round(settings.l2_bytes_per_instance / GB, 3),
+                "max_local_cpu_size": round(settings.l1_bytes_per_instance / GIB, 3),
+                "local_disk": f"file://{l2_path}/",
+                "max_local_disk_size": round(settings.l2_bytes_per_instance / GB, 3),
                 "pre_caching_hash_algorithm": "sha256_cbor"}
     return render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
                                  cpu_bytes=settings.l1_bytes_per_instance, chunk_size=settings.chunk_size)
@@ -332,7 +335,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         lmcache_mode=given.get("lmcache_mode"),
         max_model_len=loaded.get("model", "max_model_len") if device == "cpu" else None,
         cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
-        chunk_size=loaded.get("tiers", "chunk_tokens", 256),
+        chunk_size=loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
         engine_command=tuple(given.get("engine_command", ())))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 from pathlib import Path
 
 from fxctl.errors import FxError
@@ -58,7 +58,7 @@ print(json.dumps(out))
 
 def local_source_hash() -> str:
     h = hashlib.sha256()
-    for directory, subdirs, files in sorted((d, s, f) for d, s, f in _walk(PACKAGE)):
+    for directory, _subdirs, files in sorted((d, s, f) for d, s, f in _walk(PACKAGE)):
         for name in sorted(files):
             if name.endswith(SUFFIXES):
                 path = Path(directory) / name
@@ -94,14 +94,27 @@ def _walk(root: Path):
 
 
 def cache_dir() -> Path:
+    from fxctl.paths import serve_cache_dir
+
+    return serve_cache_dir()
+
+
+def build_key() -> str:
+    """Every file the wheel carries (sources and the shipped profiles and playbooks, links followed)."""
     import os
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "fxctl" / "serve"
+
+    h = hashlib.sha256()
+    for directory, subdirs, files in sorted(os.walk(PACKAGE, followlinks=True)):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(f for f in files if not f.endswith(".pyc")):
+            path = Path(directory) / name
+            h.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def build_wheel() -> Path:
     """`pip wheel --no-deps` of this checkout into a folder named by the source hash (built once)."""
-    out = cache_dir() / "wheels" / local_source_hash()[:16]
+    out = cache_dir() / "wheels" / build_key()[:16]
     found = sorted(out.glob("fxctl-*.whl"))
     if found:
         return found[0]

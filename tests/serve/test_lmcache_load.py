@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.lmcache
 torch = pytest.importorskip("torch")
 pytest.importorskip("lmcache.v1.storage_backend.storage_manager")
 
