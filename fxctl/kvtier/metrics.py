@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX = "fxctl_tier"
 
@@ -211,3 +212,28 @@ def serve_metrics(port: int | None, *registries, host: str = "127.0.0.1") -> Met
     if not port:
         return None
     return MetricsServer(int(port), *registries, host=host)
+
+
+SUMMARY_FIELDS = {"hits": "hits_total", "misses": "misses_total", "read_bytes": "read_bytes_total",
+                  "write_bytes": "write_bytes_total", "chunks": "chunks", "usage_bytes": "usage_bytes",
+                  "max_capacity_bytes": "max_capacity_bytes", "errors": "errors_total",
+                  "reads": "read_latency_seconds_count", "read_seconds": "read_latency_seconds_sum"}
+
+
+def tier_summary(text: str) -> dict[str, dict[str, float]]:
+    """Per tier from a scrape of the tier's endpoint (prometheus_client's parser): hits, misses, hit_rate,
+    read/write bytes, chunks, usage and capacity bytes, errors (all kinds), reads and mean_read_s.
+    For `fxctl serve status`: {"l1": {...}, "l2": {...}}; tiers absent from the text are left out."""
+    wanted = {f"{PREFIX}_{suffix}": field for field, suffix in SUMMARY_FIELDS.items()}
+    out: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            field, tier = wanted.get(s.name), s.labels.get("tier")
+            if field and tier:
+                row = out.setdefault(tier, dict.fromkeys(SUMMARY_FIELDS, 0.0))
+                row[field] += s.value
+    for row in out.values():
+        looked = row["hits"] + row["misses"]
+        row["hit_rate"] = row["hits"] / looked if looked else None
+        row["mean_read_s"] = row.pop("read_seconds") / row["reads"] if row["reads"] else None
+    return out

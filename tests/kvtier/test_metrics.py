@@ -8,7 +8,7 @@ from kvtier_helpers import sample as value
 from prometheus_client import generate_latest
 
 from fxctl.kvtier import PAGE_BYTES, TierStore
-from fxctl.kvtier.metrics import serve_metrics
+from fxctl.kvtier.metrics import serve_metrics, tier_summary
 
 
 def test_two_stores_count_apart_per_tier_with_capacity(disk_dir, tmp_path):
@@ -72,3 +72,15 @@ def test_the_endpoint_serves_on_loopback_and_stops(disk_dir):
             assert value(scrape(server.port), "fxctl_tier_puts_total") == 1
         finally:
             server.close()
+
+
+def test_tier_summary_of_a_scrape(disk_dir):
+    with TierStore(small_config(disk_dir)) as store:
+        store.put("a", chunk_bytes("a", 5000))
+        store.get_into(["a", "b"], [bytearray(5000), bytearray(10)])
+        store.flush()
+        summary = tier_summary(generate_latest(store.registry).decode())
+    assert summary["l1"]["hits"] == 1 and summary["l1"]["misses"] == 1 and summary["l1"]["hit_rate"] == 0.5
+    assert summary["l1"]["max_capacity_bytes"] == 1 << 20 and summary["l1"]["mean_read_s"] > 0
+    assert summary["l2"]["hit_rate"] == 0.0 and summary["l2"]["errors"] == 0
+    assert summary["l2"]["chunks"] == 1 and summary["l2"]["mean_read_s"] is None
