@@ -8,11 +8,13 @@ For each: start, send every prompt once (phase 1: the tiers fill), restart the s
 vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
 stop. All three are timed by the same load generator (fxctl.bench.loadgen) with the same prompts (a
 fixed nonce), concurrency and output length, greedy decoding with logprobs. Reported as R2 reports cold
-recovery: TTFT p50, output tok/s, gain against recompute; plus the share of prompt tokens vLLM got from
-its KV connector (vLLM's own external prefix-cache counters) and whether each variant's output logprobs
-after the restart equal those the same deployment computed from scratch in phase 1 (bit for bit), and how
-far they are from the no-offload deployment's (vLLM's numerics differ slightly between a deployment with
-a KV connector and one without, whatever the connector serves). Verification runs after every timer.
+recovery: TTFT p50, output tok/s, gain against recompute; plus the share of the prompt tokens a
+connector can supply that vLLM got from its KV connector (vLLM's own external prefix-cache counters;
+vLLM always computes each prompt's last token itself, for the logits of the first output token), and
+whether each variant's output logprobs after the restart equal those the same deployment computed from
+scratch in phase 1 (bit for bit), and how far they are from the no-offload deployment's (vLLM's numerics
+differ slightly between a deployment with a KV connector and one without, whatever the connector serves).
+Verification runs after every timer.
 """
 
 from __future__ import annotations
@@ -107,10 +109,15 @@ def compare(results: dict[str, dict]) -> list[dict]:
     rows = []
     for variant, result in results.items():
         external = (result.get("tier_hits") or {}).get("external") or {}
+        # vLLM computes the last prompt token of every request itself (its logits give the first output token),
+        # so a connector can supply at most query_tokens - requests of what vLLM asked it for
+        retrievable = external.get("query_tokens", 0.0) - result["completed"]
+        hits = external.get("hit_tokens", 0.0)
         row = {"variant": variant, "ttft_p50_s": result["median_ttft_ms"] / 1000,
                "output_tok_s": result["output_throughput"], "completed": result["completed"],
-               "failed": result["failed"], "kv_from_connector": external.get("hit_rate") or 0.0,
-               "kv_tokens_from_connector": external.get("hit_tokens", 0.0)}
+               "failed": result["failed"],
+               "kv_from_connector": min(1.0, hits / retrievable) if retrievable > 0 else 0.0,
+               "kv_tokens_from_connector": hits, "kv_tokens_asked": external.get("query_tokens", 0.0)}
         if base is not None:
             row["ttft_gain"] = base["median_ttft_ms"] / result["median_ttft_ms"] if result["median_ttft_ms"] else None
             row["ttft_ratio"] = result["median_ttft_ms"] / base["median_ttft_ms"] if base["median_ttft_ms"] else None

@@ -116,32 +116,16 @@ def command(ctx, **options):
 
 
 def resolve_where(app, hosts, local):
-    from fxctl.serve.deploy import Where
+    from fxctl.serve.where import select
 
-    if local or (not hosts and not app.inventory_path):
-        return Where(), None
-    inventory = app.inventory()
-    names = list(hosts) or (list(inventory.serve.hosts) if inventory.serve else [])
-    if not names:
-        raise BadInput("no serving hosts", "pass --host NAME, set serve.hosts in the inventory, or use --local")
-    unknown = [n for n in names if n not in inventory.hosts]
-    if unknown:
-        raise BadInput(f"unknown host(s): {', '.join(unknown)}", f"hosts: {', '.join(inventory.hosts)}")
-    return Where([inventory.hosts[n] for n in names]), inventory
+    inventory = None if local or (not hosts and not app.inventory_path) else app.inventory()
+    return select(inventory, hosts, local), inventory
 
 
 def state_dir_for(where) -> str:
-    from fxctl.serve.deploy import local_state_dir
-    from fxctl.serve.render import REMOTE_STATE
+    from fxctl.serve.where import state_dir_for
 
-    return local_state_dir() if where.local else REMOTE_STATE
-
-
-def default_l2_dir(inventory, where) -> str | None:
-    if where.local:
-        return f"{state_dir_for(where)}/l2"
-    mounts = {a.mount for a in inventory.arrays if set(a.initiators) & {h.name for h in where.hosts}}
-    return f"{sorted(mounts)[0]}/fxtier" if len(mounts) == 1 else None
+    return state_dir_for(where)
 
 
 @command.command("start", help=START_HELP)
@@ -159,6 +143,7 @@ def start_command(app, profile_name, engine, offload, lmcache_mode, model, tenso
     from fxctl.serve.lmcache_mode import mode_line
     from fxctl.serve.render import DryRun, settings_from
     from fxctl.serve.tiny_model import TINY_MODEL_NAME
+    from fxctl.serve.where import default_l2_dir
     from fxctl.sim.profile import load_profile
 
     where, inventory = resolve_where(app, hosts, local)

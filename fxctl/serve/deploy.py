@@ -3,16 +3,15 @@ restart, on this machine or on the inventory's serving hosts (each host gets an 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from fxctl.errors import FxError
-from fxctl.inventory.model import Host
-from fxctl.remote.pool import HostOutcome, run_on_hosts
+from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, wheel
 from fxctl.serve.preflight import Check, run_preflight
 from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
-from fxctl.serve.target import LOCAL, LocalTarget, RemoteTarget
+from fxctl.serve.target import LOCAL
+from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
 DEFAULT_READY_TIMEOUT_S = 600.0
 
@@ -22,25 +21,6 @@ def local_state_dir() -> str:
     from fxctl.paths import serve_state_dir
 
     return str(serve_state_dir())
-
-
-@dataclass
-class Where:
-    """Local (this machine) or these inventory hosts."""
-
-    hosts: list[Host] = field(default_factory=list)
-
-    @property
-    def local(self) -> bool:
-        return not self.hosts
-
-    def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
-        if self.local:
-            try:
-                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalTarget()))}
-            except FxError as exc:
-                return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
-        return run_on_hosts(self.hosts, lambda session: work(RemoteTarget(session)))
 
 
 @dataclass

@@ -1,0 +1,61 @@
+"""Where `fxctl serve` acts: this machine or inventory hosts, chosen from the options and the inventory,
+and the defaults that follow from that choice (state folder, where L2 lives)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fxctl.errors import BadInput, FxError
+from fxctl.inventory.model import Host
+from fxctl.remote.pool import HostOutcome, run_on_hosts
+from fxctl.serve.target import LOCAL, LocalTarget, RemoteTarget
+
+
+@dataclass
+class Where:
+    """Local (this machine) or these inventory hosts."""
+
+    hosts: list[Host] = field(default_factory=list)
+
+    @property
+    def local(self) -> bool:
+        return not self.hosts
+
+    def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
+        if self.local:
+            try:
+                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalTarget()))}
+            except FxError as exc:
+                return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
+        return run_on_hosts(self.hosts, lambda session: work(RemoteTarget(session)))
+
+
+
+def select(inventory, hosts: tuple[str, ...] | list[str], local: bool) -> Where:
+    """--local, or no inventory: this machine; else --host names (every one must exist) or serve.hosts."""
+    if local or inventory is None:
+        return Where()
+    names = list(hosts) or (list(inventory.serve.hosts) if inventory.serve else [])
+    if not names:
+        raise BadInput("no serving hosts", "pass --host NAME, set serve.hosts in the inventory, or use --local")
+    unknown = [n for n in names if n not in inventory.hosts]
+    if unknown:
+        raise BadInput(f"unknown host(s): {', '.join(unknown)}", f"hosts: {', '.join(inventory.hosts)}")
+    return Where([inventory.hosts[n] for n in names])
+
+
+def state_dir_for(where: Where) -> str:
+    from fxctl.paths import serve_state_dir
+    from fxctl.serve.render import REMOTE_STATE
+
+    return str(serve_state_dir()) if where.local else REMOTE_STATE
+
+
+def default_l2_dir(inventory, where: Where) -> str | None:
+    """L2 lives on the array's mount: <mount>/fxtier when the hosts initiate exactly one array; locally, under
+    the state folder."""
+    if where.local:
+        return f"{state_dir_for(where)}/l2"
+    mounts = {a.mount for a in inventory.arrays if set(a.initiators) & {h.name for h in where.hosts}}
+    return f"{sorted(mounts)[0]}/fxtier" if len(mounts) == 1 else None
