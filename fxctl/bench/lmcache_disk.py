@@ -1,4 +1,5 @@
-"""LMCache's own disk tier (LocalDiskBackend, O_DIRECT on) on the same data and disk, for comparison.
+"""LMCache's in-process disk tier (LocalDiskBackend, O_DIRECT on) on the same data and disk, timed by
+fxctl.bench.restore like every other backend.
 
 Runs inside a real LMCache StorageManager on the CPU; needs `lmcache` (and torch) installed.
 """
@@ -6,12 +7,9 @@ Runs inside a real LMCache StorageManager on the CPU; needs `lmcache` (and torch
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 
-from fxctl.bench.chunks import ChunkShape, ChunkSource
-from fxctl.bench.disk import drop_page_cache
+from fxctl.bench.chunks import ChunkShape
 from fxctl.units import GIB, MIB
 
 log = logging.getLogger(__name__)
@@ -40,62 +38,79 @@ def lmcache_key(shape: ChunkShape, i: int):
     return CacheEngineKey("fxbench", 1, 0, i, getattr(torch, shape.dtype))
 
 
-def bench_lmcache_restore(spec, shape: ChunkShape, chunks: int) -> dict:
-    try:
+class LocalDiskBackendRun:
+    """LMCache's LocalDiskBackend (O_DIRECT on, disk_io_threads = io_threads) behind the interface that
+    fxctl.bench.restore times: put, finish_puts, reopen, found, load, release, close.
+
+    Its disk index lives in memory only, so reopen() keeps the same manager (a new one finds nothing) and
+    found() asks a second StorageManager over the same directory: what a restart would see."""
+
+    name = "lmcache-localdisk"
+
+    def __init__(self, directory: str, shape: ChunkShape, chunks: int, batch: int, io_threads: int):
+        import torch
+
+        self.shape, self.chunks, self.batch = shape, chunks, batch
+        self.config = {"chunk_size": shape.tokens, "local_cpu": True,
+                       "max_local_cpu_size": round((2 * batch * shape.nbytes + 256 * MIB) / GIB, 3),
+                       "local_disk": f"file://{directory}/",
+                       "max_local_disk_size": (chunks * shape.nbytes) / GIB + 1,
+                       "extra_config": {"use_odirect": True, "disk_io_threads": io_threads}}
+        self.dtype = getattr(torch, shape.dtype)
+        self.manager = make_storage_manager(self.config, shape)
+        self.disk = self.manager.storage_backends["LocalDiskBackend"]
+        self._keys: dict[str, object] = {}
+        self._pending: list = []
+
+    def _key(self, key: str):
+        if key not in self._keys:
+            self._keys[key] = lmcache_key(self.shape, len(self._keys))
+        return self._keys[key]
+
+    def put(self, key: str, data: memoryview) -> None:
         import torch
         from lmcache.v1.memory_management import MemoryFormat
-    except ImportError as exc:
-        return {"error": f"lmcache not importable: {exc}"}
-    directory = os.path.join(spec.directory, f"lmcache-{shape.nbytes}")
-    shutil.rmtree(directory, ignore_errors=True)
-    os.makedirs(directory)
-    batch = max(1, spec.batch_bytes // shape.nbytes)
-    config = {"chunk_size": shape.tokens, "local_cpu": True,
-              "max_local_cpu_size": round((2 * batch * shape.nbytes + 256 * MIB) / GIB, 3),
-              "local_disk": f"file://{directory}/", "max_local_disk_size": (chunks * shape.nbytes) / GIB + 1,
-              "extra_config": {"use_odirect": True, "disk_io_threads": spec.io_threads}}
-    source = ChunkSource(shape.nbytes)
-    dtype = getattr(torch, shape.dtype)
-    keys = [lmcache_key(shape, i) for i in range(chunks)]
-    out: dict = {"config": config}
-    manager = make_storage_manager(config, shape)
-    try:
-        disk = manager.storage_backends["LocalDiskBackend"]
-        t0 = time.perf_counter()
-        for b in range(0, chunks, batch):
-            objs = []
-            for i in range(b, min(chunks, b + batch)):
-                obj = manager.allocate(torch.Size(shape.lmcache_shape), dtype, MemoryFormat.KV_2LTD)
-                obj.byte_array.cast("B")[:] = source.chunk(i)
-                objs.append(obj)
-            manager.batched_put(keys[b:b + len(objs)], objs)
-        _wait_until(lambda: all(disk.contains(k) for k in keys), timeout_s=600)
-        out["put_gbps"] = chunks * shape.nbytes / (time.perf_counter() - t0) / 1e9
-        passes = []
-        verified = True
-        for _ in range(spec.passes):
-            drop_page_cache()
-            t0 = time.perf_counter()
-            for b in range(0, chunks, batch):
-                objs = disk.batched_get_blocking(keys[b:b + batch])
-                verified &= all(o is not None for o in objs)
-                if b + batch >= chunks:  # check the last batch's bytes
-                    verified &= all(o is not None and source.matches(b + j, o.byte_array) for j, o in enumerate(objs))
-                for o in objs:
-                    if o is not None:
-                        o.ref_count_down()
-            passes.append(chunks * shape.nbytes / (time.perf_counter() - t0) / 1e9)
-        out.update(restore_gbps=max(passes), restore_passes=passes, verified=verified)
-    finally:
-        manager.close()
-    manager = make_storage_manager(config, shape)
-    try:
-        disk = manager.storage_backends["LocalDiskBackend"]
-        out["found_after_restart"] = sum(bool(disk.contains(k)) for k in keys)
-    finally:
-        manager.close()
-    shutil.rmtree(directory, ignore_errors=True)
-    return out
+
+        obj = self.manager.allocate(torch.Size(self.shape.lmcache_shape), self.dtype, MemoryFormat.KV_2LTD)
+        obj.byte_array.cast("B")[:] = data
+        self._pending.append((self._key(key), obj))
+        if len(self._pending) >= self.batch:
+            self._put_pending()
+
+    def _put_pending(self) -> None:
+        if self._pending:
+            self.manager.batched_put([k for k, _o in self._pending], [o for _k, o in self._pending])
+            self._pending = []
+
+    def finish_puts(self) -> None:
+        self._put_pending()
+        keys = list(self._keys.values())
+        _wait_until(lambda: all(self.disk.contains(k) for k in keys), timeout_s=600)
+
+    def reopen(self) -> None:
+        pass  # a new manager would find nothing: its index is in memory only
+
+    def found(self, keys: list[str]) -> int:
+        other = make_storage_manager(self.config, self.shape)
+        try:
+            disk = other.storage_backends["LocalDiskBackend"]
+            return sum(bool(disk.contains(self._key(k))) for k in keys)
+        finally:
+            other.close()
+
+    def load(self, keys: list[str]) -> list:
+        objs = self.disk.batched_get_blocking([self._key(k) for k in keys])
+        self._objs = objs
+        return [None if o is None else o.byte_array for o in objs]
+
+    def release(self, views: list) -> None:
+        for o in self._objs:
+            if o is not None:
+                o.ref_count_down()
+        self._objs = []
+
+    def close(self) -> None:
+        self.manager.close()
 
 
 def _wait_until(predicate, timeout_s: float) -> None:

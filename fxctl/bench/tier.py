@@ -1,21 +1,29 @@
-"""`fxctl bench tier`: the KV tier against the disk's limit and against LMCache's LocalDiskBackend.
+"""`fxctl bench tier`: the KV tier against the medium's limit and against LMCache, measured fairly.
 
-Everything is measured side by side in one run on the same filesystem and reported as ratios:
-cold L2 restore vs fio at the chunk's own request size (the best of 1M/chunk-size x malloc/huge pages),
-vs LMCache LocalDiskBackend (O_DIRECT on); share of chunks found after a restart; index recovery time for
-100k chunks; L1 hit bandwidth vs a plain copy; put (write-behind) vs fio sequential writes.
+Two harnesses, one run, one medium (the --dir's filesystem), reported side by side as same-run ratios:
+- fxctl's (fxctl/bench/restore.py): fxctl's TierStore and LMCache's in-process LocalDiskBackend, each in a
+  fresh process, timed by the same code, verification of every chunk outside the timer, page cache dropped
+  (and checked with fincore) before each cold pass, the same thread count; the order of the backends is
+  alternated between sizes and repeats and reported.
+- LMCache's own (`lmcache bench l2`, fxctl/bench/l2_anchor.py): fs_native O_DIRECT, raw_block (posix and
+  io_uring, on a file) and fxctl's tier as a `plugin` adapter; store and cold load in separate processes.
+The ceiling is the best fio over numjobs x iodepth x buffer kind (malloc, huge pages) at the chunk's own
+request size. CPU seconds per GB for everything. Plus: L1 hits against a plain copy, index recovery time.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
-from fxctl.bench.chunks import SHAPES, ChunkShape, ChunkSource
-from fxctl.bench.disk import drop_page_cache, fio_read_limit, run_fio
+from fxctl.bench.chunks import SHAPES, ChunkSource
+from fxctl.bench.disk import best, fio_sweep
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, IO_THREADS, MIB, padded
@@ -23,63 +31,35 @@ from fxctl.kvtier.l2 import write_index_only
 from fxctl.paths import bench_scratch_dir
 
 log = logging.getLogger(__name__)
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
 class TierBenchSpec:
     directory: str = field(default_factory=lambda: str(bench_scratch_dir()))  # point it at the array's mount
     sizes: tuple[str, ...] = ("32m", "4m")
-    total_bytes: int = 4 * GIB          # per chunk size; more than L1 holds
-    l1_bytes: int = 1 * GIB
-    batch_bytes: int = 512 * MIB        # bytes per get_into call (one request's prefix, restored together)
-    io_threads: int = IO_THREADS
+    total_bytes: int = 2 * GIB          # per chunk size and backend
+    l1_bytes: int = 1 * GIB             # for the L1-hit measure
+    batch_bytes: int = 512 * MIB        # bytes per restore call (fxctl's harness) and per round (LMCache's)
+    io_threads: int = IO_THREADS        # the same for every backend (LMCache: disk_io_threads, num_workers)
     recovery_chunks: int = 100_000
-    passes: int = 3                     # cold restore passes (restart, page cache dropped); best reported
-    lmcache: bool = True                # also run LMCache's LocalDiskBackend, if importable
+    passes: int = 3                     # cold restore passes per process (fxctl's harness)
+    repeats: int = 1                    # processes per backend and size, order alternated
+    lmcache: bool = True                # LMCache's LocalDiskBackend in fxctl's harness
+    l2_harness: bool = True             # LMCache's own harness (`lmcache bench l2`) with its adapters
+    in_flight: tuple[int, ...] = (4,)   # `lmcache bench l2 --in-flight` depths
+    fio_jobs: tuple[int, ...] = (1, 4)
+    fio_depths: tuple[int, ...] = (1, 4, 16)
     keep: bool = False                  # keep the data directory afterwards
-
-
-@dataclass
-class SizeResult:
-    shape: str
-    chunk_bytes: int
-    chunks: int
-    fio: list = field(default_factory=list)
-    fio_read_limit_gbps: float | None = None
-    fio_1m_gbps: float | None = None
-    fio_write_gbps: float | None = None
-    fxctl_put_gbps: float = 0.0
-    fxctl_restore_gbps: float = 0.0     # the best pass
-    fxctl_restore_passes: list = field(default_factory=list)
-    fxctl_found_after_restart: int = 0
-    fxctl_reopen_s: float = 0.0
-    fxctl_verified: bool = False
-    lmcache: dict | None = None
 
 
 def run(spec: TierBenchSpec) -> dict:
     os.makedirs(spec.directory, exist_ok=True)
-    results: dict = {"spec": spec.__dict__ | {"sizes": list(spec.sizes)}, "sizes": [], "notes": []}
+    results: dict = {"spec": spec.__dict__ | {"sizes": list(spec.sizes)}, "medium": medium(spec.directory),
+                     "sizes": []}
     try:
-        fio_file = os.path.join(spec.directory, "fio.dat")
-        fio_size = f"{max(1, min(spec.total_bytes, 4 * GIB) // MIB)}M"
-        write = run_fio(fio_file, "write", "4M", fio_size, iodepth=8)
-        for name in spec.sizes:
-            shape = SHAPES[name]
-            res = SizeResult(shape.name, shape.nbytes, spec.total_bytes // shape.nbytes)
-            res.fio = fio_read_limit(fio_file, shape.nbytes, fio_size)
-            # the limit: fio at the chunk's own request size, the better of malloc and huge-page buffers.
-            # bs=1M runs are reported apart: at iodepth 8 their 8 MiB buffer stays in the CPU cache, which
-            # a restore into GiBs of KV buffers cannot do (on this VM that alone is worth 15-30 %)
-            res.fio_read_limit_gbps = max((f.gbps for f in res.fio if f.gbps and f.bs != "1M"), default=None)
-            res.fio_1m_gbps = max((f.gbps for f in res.fio if f.gbps and f.bs == "1M"), default=None)
-            res.fio_write_gbps = write.gbps
-            bench_fxctl_restore(spec, shape, res)
-            if spec.lmcache:
-                from fxctl.bench.lmcache_disk import bench_lmcache_restore
-
-                res.lmcache = bench_lmcache_restore(spec, shape, res.chunks)
-            results["sizes"].append(res)
+        for k, name in enumerate(spec.sizes):
+            results["sizes"].append(bench_size(spec, name, k))
         results["l1"] = bench_l1_hits(spec)
         results["recovery"] = bench_recovery(spec)
         results["ratios"] = ratios(results)
@@ -89,53 +69,86 @@ def run(spec: TierBenchSpec) -> dict:
     return results
 
 
-def bench_fxctl_restore(spec: TierBenchSpec, shape: ChunkShape, res: SizeResult) -> None:
-    """Put every chunk (write-behind), restart the store, drop the page cache, restore every chunk."""
-    directory = os.path.join(spec.directory, f"fxctl-{shape.nbytes}")
-    shutil.rmtree(directory, ignore_errors=True)
-    source = ChunkSource(shape.nbytes)
-    cfg = TierConfig(l2_path=directory, l1_bytes=spec.l1_bytes, io_threads=spec.io_threads,
-                     l2_bytes=padded(res.chunks * padded(shape.nbytes), GIB) + GIB, segment_bytes=GIB,
-                     max_pending_bytes=1 * GIB)
-    keys = [source.key(i) for i in range(res.chunks)]
-    store = TierStore(cfg)
-    t0 = time.perf_counter()
-    for i, key in enumerate(keys):
-        store.put(key, source.chunk(i))
-    store.flush()
-    res.fxctl_put_gbps = res.chunks * shape.nbytes / (time.perf_counter() - t0) / 1e9
-    store.close()
-
-    drop_page_cache()
-    t0 = time.perf_counter()
-    store = TierStore(cfg)
-    res.fxctl_reopen_s = time.perf_counter() - t0
-    res.fxctl_found_after_restart = sum(store.contains([k]) for k in keys)
-    batch = batch_chunks(spec, shape)
-    dests = [aligned_buffer(shape.nbytes) for _ in range(batch)]
-    for d in dests:  # fault the pages in now: a serving engine's KV buffers exist before a restore
-        d[::4096] = b"\0" * len(range(0, len(d), 4096))
-    ok = True
-    for p in range(spec.passes):
-        if p:  # restart, so that each pass is a cold restore (a second hit would promote into L1)
-            store.close()
-            store = TierStore(cfg)
-        drop_page_cache()
-        t0 = time.perf_counter()
-        for b in range(0, len(keys), batch):
-            got = store.get_into(keys[b:b + batch], dests)
-            ok &= all(n == shape.nbytes for n in got)
-        res.fxctl_restore_passes.append(res.chunks * shape.nbytes / (time.perf_counter() - t0) / 1e9)
-    res.fxctl_restore_gbps = max(res.fxctl_restore_passes)
-    # check the bytes of the last batch against the source (outside the timed loop)
-    last = range(((len(keys) - 1) // batch) * batch, len(keys))
-    res.fxctl_verified = ok and all(source.matches(i, dests[j]) for j, i in enumerate(last))
-    store.close()
-    shutil.rmtree(directory, ignore_errors=True)
+def medium(directory: str) -> str:
+    """The filesystem type and device of the mount holding directory (from /proc/mounts)."""
+    path, found = os.path.realpath(directory), ("?", "?", "")
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                dev, mnt, fstype = line.split()[:3]
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(found[2]):
+                    found = (fstype, dev, mnt)
+    except OSError:
+        pass
+    return f"{found[0]} ({found[1]} on {found[2]})"
 
 
-def batch_chunks(spec: TierBenchSpec, shape: ChunkShape) -> int:
-    return max(1, spec.batch_bytes // shape.nbytes)
+def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
+    shape = SHAPES[name]
+    out: dict = {"size": name, "chunk_bytes": shape.nbytes}
+    fio_file = os.path.join(spec.directory, "fio.dat")
+    fio_size = f"{max(1, spec.total_bytes // MIB)}M"
+    writes = fio_sweep(fio_file, "write", shape.nbytes, fio_size, jobs=(1,), depths=(4, 16), iomems=("malloc",))
+    reads = fio_sweep(fio_file, "read", shape.nbytes, fio_size, jobs=spec.fio_jobs, depths=spec.fio_depths)
+    os.unlink(fio_file)
+    out["fio"] = [f.__dict__ for f in writes + reads]
+    out["fio_read_ceiling"] = (best(reads) or None) and best(reads).__dict__
+    out["fio_write_ceiling"] = (best(writes) or None) and best(writes).__dict__
+    backends = ["fxctl"] + (["lmcache-localdisk"] if spec.lmcache else [])
+    out["runs"] = []
+    for rep in range(spec.repeats):
+        order = backends if (rep + k) % 2 == 0 else backends[::-1]
+        for b in order:
+            out["runs"].append(run_child(spec, b, name))
+    out["fxctl_harness"] = {b: merge_runs([r for r in out["runs"] if r.get("backend") == b]) for b in backends}
+    out["order"] = [r.get("backend") for r in out["runs"]]
+    if spec.l2_harness:
+        from fxctl.bench.l2_anchor import adapters, run_adapter, verify_adapter
+
+        out["lmcache_harness"] = []
+        for depth in spec.in_flight:
+            num_keys = max(1, spec.batch_bytes // (shape.nbytes * depth))
+            rounds = max(1, spec.total_bytes // (shape.nbytes * depth * num_keys))
+            for adapter in adapters(spec.io_threads):
+                where = os.path.join(spec.directory, "l2bench")
+                r = run_adapter(adapter, where, shape.nbytes // 1024, num_keys, depth, rounds).__dict__
+                if not r["error"] and depth == spec.in_flight[0]:
+                    r["round_trip_check"] = verify_adapter(adapter, where, shape.nbytes // 1024, depth) or "ok"
+                out["lmcache_harness"].append(r)
+    return out
+
+
+def run_child(spec: TierBenchSpec, backend: str, size: str) -> dict:
+    """One backend in a fresh process (fxctl/bench/restore.py); its JSON result, or {'error': ...}."""
+    cmd = [sys.executable, "-m", "fxctl.bench.restore", "--backend", backend, "--size", size,
+           "--dir", os.path.join(spec.directory, backend), "--total", str(spec.total_bytes),
+           "--batch", str(spec.batch_bytes), "--io-threads", str(spec.io_threads), "--passes", str(spec.passes)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
+           "LMCACHE_DISABLE_BANNER": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"backend": backend, "error": f"exit {proc.returncode}: {tail}"}
+
+
+def merge_runs(runs: list[dict]) -> dict:
+    """Every cold pass of every process of one backend, pooled: min/median/max."""
+    from fxctl.bench.restore import spread
+
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"error": "; ".join(r.get("error", "") for r in runs) or "not run"}
+    passes = [p for r in ok for p in r["passes"]]
+    return {"restore_gbps": spread([p["gbps"] for p in passes]),
+            "restore_cpu_s_per_gb": spread([p["cpu_s_per_gb"] for p in passes]),
+            "put_gbps": spread([r["put"]["gbps"] for r in ok]),
+            "put_cpu_s_per_gb": spread([r["put"]["cpu_s_per_gb"] for r in ok]),
+            "found_after_reopen": min(r["found_after_reopen"] for r in ok), "chunks": ok[0]["chunks"],
+            "verified": all(r["verified"] for r in ok) and len(ok) == len(runs),
+            "cached_bytes_before": max((p["cached_bytes_before"] or 0) for p in passes),
+            "cache_dropped": all(p["cache_dropped"] for p in passes)}
 
 
 def bench_l1_hits(spec: TierBenchSpec) -> dict:
@@ -194,38 +207,87 @@ def bench_recovery(spec: TierBenchSpec) -> dict:
             "found_from_manifest": found_manifest, "manifest_s": from_manifest}
 
 
-def ratios(results: dict) -> list[dict]:
-    """The table: one row per measure, with the goal and whether it is met."""
+def _fmt(d: dict | None, key: str = "median") -> str:
+    if not d:
+        return "-"
+    mid = d.get(key, d.get("avg"))
+    return f"{d['min']:.2f} / {mid:.2f} / {d['max']:.2f}"
+
+
+def backend_rows(results: dict) -> tuple[list[str], list[list]]:
+    """The main table: one row per size, harness and backend (loads are cold)."""
+    headers = ["size", "harness", "backend", "cold load GB/s min/med/max", "load CPU s/GB", "store GB/s",
+               "store CPU s/GB", "found after restart", "check"]
     rows = []
     for res in results["sizes"]:
-        tag = f"{res.chunk_bytes / MIB:.3g} MiB"
-        limit = res.fio_read_limit_gbps
-        rows.append(_row(f"cold L2 restore / fio read limit ({tag})", res.fxctl_restore_gbps, limit, 0.9,
-                         f"{res.fxctl_restore_gbps:.2f} / {limit or 0:.2f} GB/s"))
-        if res.fio_1m_gbps:
-            rows.append(_row(f"cold L2 restore / fio bs=1M, cache-resident buffer ({tag})", res.fxctl_restore_gbps,
-                             res.fio_1m_gbps, None, f"{res.fxctl_restore_gbps:.2f} / {res.fio_1m_gbps:.2f} GB/s"))
-        lmc = res.lmcache or {}
-        if lmc.get("restore_gbps"):
-            r = _row(f"cold L2 restore / LMCache LocalDiskBackend ({tag})", res.fxctl_restore_gbps,
-                     lmc["restore_gbps"], 2.0, f"{res.fxctl_restore_gbps:.2f} / {lmc['restore_gbps']:.2f} GB/s")
-            both_at_limit = limit and lmc["restore_gbps"] >= 0.9 * limit and res.fxctl_restore_gbps >= 0.9 * limit
-            if not r["met"] and both_at_limit:
-                r["met"], r["detail"] = True, r["detail"] + " (both at the disk's limit)"
-            elif not r["met"] and limit and 2 * lmc["restore_gbps"] > limit:
-                r["detail"] += (f" (LMCache at {lmc['restore_gbps'] / limit:.2f}x the limit: 2x would exceed the disk;"
-                                f" fxctl at {res.fxctl_restore_gbps / limit:.2f}x)")
-            rows.append(r)
-        elif lmc:
-            rows.append({"measure": f"LMCache LocalDiskBackend ({tag})", "value": None, "goal": None,
-                         "met": None, "detail": lmc.get("error", "not run")})
-        found = f"{res.fxctl_found_after_restart}/{res.chunks}"
-        lmc_found = f"{lmc.get('found_after_restart', '-')}/{res.chunks}" if lmc else "-"
-        rows.append({"measure": f"chunks found after restart, fxctl vs LMCache ({tag})",
-                     "value": res.fxctl_found_after_restart / res.chunks, "goal": 1.0,
-                     "met": res.fxctl_found_after_restart == res.chunks, "detail": f"{found} vs {lmc_found}"})
-        rows.append(_row(f"put (write-behind) / fio seq write ({tag})", res.fxctl_put_gbps, res.fio_write_gbps,
-                         None, f"{res.fxctl_put_gbps:.2f} / {res.fio_write_gbps or 0:.2f} GB/s"))
+        size = f"{res['chunk_bytes'] / MIB:.4g} MiB"
+        for kind, fio in (("read", res.get("fio_read_ceiling")), ("write", res.get("fio_write_ceiling"))):
+            if fio:
+                gbps, cpu = f"{fio['gbps']:.2f}", _num(fio.get("cpu_s_per_gb"))
+                rows.append([size, "fio", f"{kind} ceiling: {fio_label(fio)}", gbps if kind == "read" else "-",
+                             cpu if kind == "read" else "-", gbps if kind == "write" else "-",
+                             cpu if kind == "write" else "-", "-", "-"])
+        for name, m in res.get("fxctl_harness", {}).items():
+            if "error" in m:
+                rows.append([size, "fxctl", name, m["error"], "", "", "", "", ""])
+                continue
+            rows.append([size, "fxctl", name, _fmt(m["restore_gbps"]), _num(m["restore_cpu_s_per_gb"]["median"]),
+                         f"{m['put_gbps']['median']:.2f}", _num(m["put_cpu_s_per_gb"]["median"]),
+                         f"{m['found_after_reopen']}/{m['chunks']}",
+                         ("every chunk ok" if m["verified"] else "MISMATCH")
+                         + ("" if m["cache_dropped"] else ", cache NOT dropped")])
+        for r in res.get("lmcache_harness", []):
+            label = f"{r['adapter']} qd{r['in_flight']}"
+            if r["error"] and not r["load_mbps"]:
+                rows.append([size, "lmcache", label, r["error"], "", "", "", "", ""])
+                continue
+            rows.append([size, "lmcache", label, _fmt(r["load_mbps"], "avg"), _num(r["load_cpu_s_per_gb"]),
+                         f"{r['store_mbps'].get('avg', 0):.2f}", _num(r["store_cpu_s_per_gb"]),
+                         f"{r['load_success']}/{r['load_total_keys']}",
+                         r.get("round_trip_check", r["error"] or "-")])
+    return headers, rows
+
+
+def fio_label(fio: dict) -> str:
+    return f"bs={fio['bs']} jobs={fio['numjobs']} qd={fio['iodepth']} {fio['iomem']}"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def ratios(results: dict) -> list[dict]:
+    """Same-run ratios, one row per measure, with the issue's goal and whether it is met."""
+    rows = []
+    tmpfs = results.get("medium", "").startswith("tmpfs")
+    for res in results["sizes"]:
+        tag = f"{res['chunk_bytes'] / MIB:.4g} MiB"
+        goal = 1.2 if tmpfs and res["size"] == "4m" else 1.0
+        fx = res.get("fxctl_harness", {}).get("fxctl", {})
+        ld = res.get("fxctl_harness", {}).get("lmcache-localdisk", {})
+        fx_load = fx.get("restore_gbps", {}).get("median")
+        if fx_load and ld.get("restore_gbps"):
+            rows.append(_row(f"cold load, fxctl / LocalDiskBackend, fxctl's harness ({tag})", fx_load,
+                             ld["restore_gbps"]["median"], goal,
+                             f"{fx_load:.2f} / {ld['restore_gbps']['median']:.2f} GB/s (medians); CPU "
+                             f"{fx['restore_cpu_s_per_gb']['median']:.2f} vs "
+                             f"{ld['restore_cpu_s_per_gb']['median']:.2f} s/GB"))
+        ceiling = res.get("fio_read_ceiling")
+        if fx_load and ceiling:
+            rows.append(_row(f"cold load, fxctl / fio read ceiling ({tag})", fx_load, ceiling["gbps"], None,
+                             f"{fx_load:.2f} / {ceiling['gbps']:.2f} GB/s ({fio_label(ceiling)})"))
+        wceil = res.get("fio_write_ceiling")
+        if fx.get("put_gbps") and wceil:
+            put = fx["put_gbps"]["median"]
+            rows.append(_row(f"store (put + flush, fdatasync) / fio write ceiling ({tag})", put, wceil["gbps"], 0.8,
+                             f"{put:.2f} / {wceil['gbps']:.2f} GB/s"))
+        rows += lmcache_harness_ratios(res, tag, goal)
+        if fx.get("chunks"):
+            rows.append({"measure": f"chunks found after restart, fxctl vs LocalDiskBackend ({tag})",
+                         "value": fx["found_after_reopen"] / fx["chunks"], "goal": 1.0,
+                         "met": fx["found_after_reopen"] == fx["chunks"],
+                         "detail": f"{fx['found_after_reopen']}/{fx['chunks']} vs "
+                                   f"{ld.get('found_after_reopen', '-')}/{ld.get('chunks', '-')}"})
     for name, l1 in results.get("l1", {}).items():
         rows.append(_row(f"L1 hit / plain copy ({name})", l1["ratio"], 1.0, 0.5,
                          f"{l1['l1_hit_gbps']:.1f} / {l1['plain_copy_gbps']:.1f} GB/s"))
@@ -236,6 +298,32 @@ def ratios(results: dict) -> list[dict]:
                      "met": rec["found_from_journal"] == rec["chunks"] == rec["found_from_manifest"],
                      "detail": f"{rec['journal_s']:.2f} s / {rec['manifest_s']:.2f} s, "
                                f"found {rec['found_from_journal']} / {rec['found_from_manifest']}"})
+    return rows
+
+
+def lmcache_harness_ratios(res: dict, tag: str, goal: float) -> list[dict]:
+    """fxctl's plugin adapter against the best LMCache adapter, per in-flight depth (`lmcache bench l2`)."""
+    rows = []
+    runs = [r for r in res.get("lmcache_harness", []) if r["load_mbps"] and not r["error"]]
+    for depth in sorted({r["in_flight"] for r in runs}):
+        at = [r for r in runs if r["in_flight"] == depth]
+        fx = next((r for r in at if r["adapter"].startswith("fxctl")), None)
+        others = [r for r in at if not r["adapter"].startswith("fxctl")]
+        if not fx or not others:
+            continue
+        top = max(others, key=lambda r: r["load_mbps"]["avg"])
+        rows.append(_row(f"cold load, fxctl / best LMCache adapter, `lmcache bench l2` qd{depth} ({tag})",
+                         fx["load_mbps"]["avg"], top["load_mbps"]["avg"], goal,
+                         f"{fx['load_mbps']['avg']:.2f} / {top['load_mbps']['avg']:.2f} GB/s ({top['adapter']})"))
+        if fx["load_cpu_s_per_gb"] and top["load_cpu_s_per_gb"]:
+            rows.append(_row(f"load CPU s/GB, that adapter / fxctl (> 1: fxctl cheaper) qd{depth} ({tag})",
+                             top["load_cpu_s_per_gb"], fx["load_cpu_s_per_gb"], 1.0,
+                             f"{top['load_cpu_s_per_gb']:.2f} / {fx['load_cpu_s_per_gb']:.2f} s/GB"))
+        top_store = max(others, key=lambda r: r["store_mbps"]["avg"])
+        rows.append(_row(f"store, fxctl / best LMCache adapter, `lmcache bench l2` qd{depth} ({tag})",
+                         fx["store_mbps"]["avg"], top_store["store_mbps"]["avg"], None,
+                         f"{fx['store_mbps']['avg']:.2f} / {top_store['store_mbps']['avg']:.2f} GB/s "
+                         f"({top_store['adapter']}; fxctl's store completes when queued for write-behind)"))
     return rows
 
 

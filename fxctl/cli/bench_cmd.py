@@ -21,36 +21,58 @@ def command():
                    "Default: $XDG_CACHE_HOME/fxctl/bench/tier (~/.cache): point it at the array's mount.")
 @click.option("--size", "sizes", multiple=True, type=click.Choice(["32m", "4m"]), default=("32m", "4m"),
               show_default=True, help="Chunk shapes: 32m = Llama-3.1-8B bf16 TP1, 4m = Qwen3-Coder-480B FP8 TP8.")
-@click.option("--total", default="4G", show_default=True, help="Bytes of KV per chunk size (more than L1).")
-@click.option("--l1", "l1", default="1G", show_default=True, help="L1 DRAM budget.")
-@click.option("--batch", default="512M", show_default=True, help="Bytes restored per get_into call.")
+@click.option("--total", default="2G", show_default=True, help="Bytes of KV per chunk size and backend.")
+@click.option("--l1", "l1", default="1G", show_default=True, help="L1 DRAM budget (the L1-hit measure).")
+@click.option("--batch", default="512M", show_default=True,
+              help="Bytes per restore call (fxctl's harness) and per round (`lmcache bench l2`).")
 @click.option("--io-threads", default=IO_THREADS, show_default=True, type=int,
-              help="Most parallel reads (fxctl) and LMCache disk_io_threads.")
-@click.option("--passes", default=3, show_default=True, type=int, help="Cold restore passes (best reported).")
+              help="I/O threads of every backend (fxctl io_threads, LMCache disk_io_threads / num_workers).")
+@click.option("--passes", default=3, show_default=True, type=int, help="Cold restore passes per process.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
+              help="Fresh processes per backend and size (order alternated).")
+@click.option("--in-flight", "in_flight", multiple=True, type=click.IntRange(1), default=(4,), show_default=True,
+              help="`lmcache bench l2 --in-flight` depths (repeatable).")
+@click.option("--fio-jobs", default="1,4", show_default=True, help="fio numjobs swept for the ceiling.")
+@click.option("--fio-depths", default="1,4,16", show_default=True, help="fio iodepths swept for the ceiling.")
 @click.option("--recovery-chunks", default=100_000, show_default=True, type=int)
-@click.option("--no-lmcache", is_flag=True, help="Skip LMCache's LocalDiskBackend.")
+@click.option("--no-lmcache", is_flag=True, help="Skip LMCache's LocalDiskBackend (fxctl's harness).")
+@click.option("--no-l2-bench", is_flag=True, help="Skip LMCache's own harness (`lmcache bench l2`).")
 @click.option("--keep", is_flag=True, help="Keep the scratch directory.")
 @click.pass_obj
-def tier(app, directory, sizes, total, l1, batch, io_threads, passes, recovery_chunks, no_lmcache, keep):
-    """Cold L2 restore vs fio and vs LMCache's disk tier, restart, recovery, L1 hits, put.
+def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, in_flight, fio_jobs, fio_depths,
+         recovery_chunks, no_lmcache, no_l2_bench, keep):
+    """Cold restore and store of fxctl's tier against LMCache's adapters and the fio ceiling, fairly timed.
 
-    Needs root for dropping the page cache and reserving huge pages for fio; prints ratios
-    measured side by side in one run (`-o json`: the full result).
+    Two harnesses on the --dir's filesystem: fxctl's (fxctl and LMCache's LocalDiskBackend, each in a
+    fresh process, same timer, every chunk verified outside it) and LMCache's own `lmcache bench l2`
+    (fs_native O_DIRECT, raw_block posix / io_uring, fxctl as a plugin adapter). Needs root (page cache
+    drops, huge pages for fio); prints same-run ratios (`-o json`: the full result).
     """
-    from fxctl.bench.tier import TierBenchSpec, run
+    from fxctl.bench.tier import TierBenchSpec, backend_rows, run
+    from fxctl.output import table
     from fxctl.paths import bench_scratch_dir
     from fxctl.units import size_bytes
+
+    def ints(text: str, flag: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of integers, not {text!r}", param_hint=flag) from None
 
     spec = TierBenchSpec(directory=directory or str(bench_scratch_dir()), sizes=tuple(sizes),
                          total_bytes=size_bytes(total, "--total"), l1_bytes=size_bytes(l1, "--l1"),
                          batch_bytes=size_bytes(batch, "--batch"), io_threads=io_threads, passes=passes,
-                         recovery_chunks=recovery_chunks, lmcache=not no_lmcache, keep=keep)
+                         repeats=repeats, in_flight=tuple(in_flight), fio_jobs=ints(fio_jobs, "--fio-jobs"),
+                         fio_depths=ints(fio_depths, "--fio-depths"), recovery_chunks=recovery_chunks,
+                         lmcache=not no_lmcache, l2_harness=not no_l2_bench, keep=keep)
     result = run(spec)
     rows = [(r["measure"], "-" if r["value"] is None else f"{r['value']:.3g}",
              "-" if r["goal"] is None else f">= {r['goal']:g}",
              {True: "yes", False: "NO", None: "-"}[r["met"]], r["detail"]) for r in result["ratios"]]
-    emit(result, app.output_format if app else "table", rows=rows,
-         headers=["measure", "ratio", "goal", "met", "detail"])
+    headers, backends = backend_rows(result) if result.get("sizes") else ([], [])
+    text = table(rows, ["measure", "ratio", "goal", "met", "detail"])
+    emit(result, app.output_format if app else "table", rows=backends if headers else None,
+         headers=headers or None, text=f"\nmedium: {result.get('medium', '?')}\n{text}")
 
 
 @command.command(name="serve")

@@ -45,3 +45,27 @@ def test_bench_tier_scratch_defaults_under_the_cache_dir(tmp_path, monkeypatch):
     assert seen["spec"].directory == str(tmp_path / "cache" / "fxctl" / "bench" / "tier")
     assert seen["spec"].total_bytes == 3 << 29
     assert tier.TierBenchSpec().directory == seen["spec"].directory
+
+
+def test_restore_harness_verifies_every_chunk_outside_the_timer(tmp_path):
+    from fxctl.bench.restore import measure
+
+    out = measure("fxctl", str(tmp_path / "fx"), QWEN_480B_TP8, 3 * QWEN_480B_TP8.nbytes,
+                  2 * QWEN_480B_TP8.nbytes, io_threads=2, passes=2)
+    assert out["verified"] and out["found_after_reopen"] == out["chunks"] == 3
+    assert len(out["passes"]) == 2 and all(p["verified"] == 3 for p in out["passes"])
+    assert out["restore_gbps"]["min"] <= out["restore_gbps"]["median"] <= out["restore_gbps"]["max"]
+
+
+def test_ratios_compare_fxctl_with_the_best_lmcache_adapter_in_its_harness():
+    from fxctl.bench.tier import lmcache_harness_ratios
+
+    def run(name, load, cpu):
+        return {"adapter": name, "in_flight": 4, "load_mbps": {"min": load, "avg": load, "max": load},
+                "store_mbps": {"avg": 1.0}, "load_cpu_s_per_gb": cpu, "error": ""}
+
+    res = {"lmcache_harness": [run("fxctl (plugin)", 2.0, 0.5), run("fs_native O_DIRECT", 1.0, 1.0),
+                               run("raw_block posix", 4.0, 0.25)]}
+    rows = {r["measure"].split(",")[0]: r for r in lmcache_harness_ratios(res, "4 MiB", 1.0)}
+    assert rows["cold load"]["value"] == 0.5 and rows["cold load"]["met"] is False
+    assert "raw_block posix" in rows["cold load"]["detail"]
