@@ -257,10 +257,10 @@ def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: st
             env["PYTHONHASHSEED"] = "0"   # MP mode: the connector's chunk hashes must survive restarts too
         if settings.device == "cpu":
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.cpu_kv_cache_gb:g}"
-        if settings.dev_endpoints:
-            env["VLLM_SERVER_DEV_MODE"] = "1"
         else:
             env.update(visible_devices_env(settings.device, gpus))
+        if settings.dev_endpoints:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
     if settings.site_dir:
         env["PYTHONPATH"] = settings.site_dir
     return env

@@ -148,3 +148,11 @@ def test_a_value_with_a_trailing_newline_is_refused(field):
     value = {"model": "Qwen/Qwen3\n", "l2_dir": "/mnt/fx\n", "python": "python3\n", "name": "main\n"}[field]
     with pytest.raises(BadInput):
         settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), **{"l2_dir": L2_DIR, field: value})
+
+
+def test_dev_endpoints_do_not_unpin_the_gpus():
+    from dataclasses import replace as with_
+
+    settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), l2_dir=L2_DIR)
+    engine = [p for p in plan_instances(with_(settings, dev_endpoints=True), "gpu1") if not p.is_server][1]
+    assert engine.env["VLLM_SERVER_DEV_MODE"] == "1" and engine.env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
