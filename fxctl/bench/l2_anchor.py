@@ -8,8 +8,10 @@ the first run stored; every adapter here reloads its index at start-up). `--warm
 round would read the first keys before the measured rounds. The load run zeroes its buffers before each
 round, outside its timer. Its data check (`--no-skip-verify`) needs store and load in one process, so it
 is made by a separate small warm run (`verify_adapter`), not the timed one.
-CPU seconds: the load process's utime + stime (/proc/PID/stat, every thread) between the lines it prints
-when the load phase starts and when it closes the adapter: start-up and imports are left out.
+CPU seconds: the process's utime + stime (/proc/PID/stat, every thread) from the line it prints after its
+first measured round to the line after its last, over the bytes of rounds 2..R: start-up, imports and the
+harness's one-time buffer set-up (inside round 1's CPU window, outside its timer) are left out; the harness
+zeroing its load buffers before each round stays in, the same for every adapter. Needs --rounds >= 2.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 from fxctl.bench.disk import drop_page_cache
@@ -101,17 +104,17 @@ def bench_l2(adapter_json: dict, only: str, data_size_kb: int, num_keys: int, in
            "--l1-align-bytes", "4096", "--rounds", str(rounds), "--warmup-rounds", "0", "--only", only,
            "--format", "json"]
     env = {**os.environ, "LMCACHE_DISABLE_BANNER": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    start = end = None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith(("[Store] Running", "[Load] Running")):
-            start = _proc_cpu_s(proc.pid)
-        elif line.startswith("[Cleanup] Closing adapter"):
-            end = _proc_cpu_s(proc.pid)
-    err = proc.stderr.read()
-    proc.wait()
+    with tempfile.TemporaryFile("w+") as errfile:  # a file, not a pipe: LMCache's logs must not block it
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile, text=True, env=env)
+        marks = []  # CPU seconds when each round's line arrives
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.lstrip().startswith(("[Store] Round", "[Load] Round")):
+                marks.append(_proc_cpu_s(proc.pid))
+        proc.wait()
+        errfile.seek(0)
+        err = errfile.read()
     text = "".join(lines)
     try:
         block = text[text.index("\n{") + 1:text.rindex("\n}") + 2]
@@ -119,7 +122,7 @@ def bench_l2(adapter_json: dict, only: str, data_size_kb: int, num_keys: int, in
     except (ValueError, KeyError):
         tail = (err.strip().splitlines() or text.strip().splitlines() or ["no output"])[-1]
         return None, None, f"exit {proc.returncode}: {tail}"
-    cpu = end - start if start is not None and end is not None else None
+    cpu = marks[-1] - marks[0] if len(marks) >= 2 and None not in marks else None
     return metrics, cpu, ""
 
 
@@ -140,7 +143,8 @@ def run_adapter(spec: AdapterSpec, directory: str, data_size_kb: int, num_keys: 
         if store["total_success"] < store["total_keys"]:
             run.error = f"store wrote {store['total_success']}/{store['total_keys']} keys"
             return run
-        run.store_cpu_s_per_gb = store_cpu / (nbytes / 1e9) if store_cpu is not None else None
+        measured = nbytes * (rounds - 1) / rounds / 1e9  # rounds 2..R: see the module's docstring
+        run.store_cpu_s_per_gb = store_cpu / measured if store_cpu is not None else None
         drop_page_cache()
         run.cached_bytes_before_load = cached_bytes(directory)
         load, load_cpu, run.error = bench_l2(cfg, "load", data_size_kb, num_keys, in_flight, rounds)
@@ -148,7 +152,7 @@ def run_adapter(spec: AdapterSpec, directory: str, data_size_kb: int, num_keys: 
             return run
         run.load_mbps = _spread(load)
         run.load_success, run.load_total_keys = load["total_success"], load["total_keys"]
-        run.load_cpu_s_per_gb = load_cpu / (nbytes / 1e9) if load_cpu is not None else None
+        run.load_cpu_s_per_gb = load_cpu / measured if load_cpu is not None else None
         if run.load_success < run.load_total_keys:
             run.error = f"load found {run.load_success}/{run.load_total_keys} keys"
         return run

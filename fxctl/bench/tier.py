@@ -108,7 +108,7 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
         out["lmcache_harness"] = []
         for depth in spec.in_flight:
             num_keys = max(1, spec.batch_bytes // (shape.nbytes * depth))
-            rounds = max(1, spec.total_bytes // (shape.nbytes * depth * num_keys))
+            rounds = max(2, spec.total_bytes // (shape.nbytes * depth * num_keys))  # CPU: rounds 2..R
             for adapter in adapters(spec.io_threads):
                 where = os.path.join(spec.directory, "l2bench")
                 r = run_adapter(adapter, where, shape.nbytes // 1024, num_keys, depth, rounds).__dict__
