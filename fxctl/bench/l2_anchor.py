@@ -164,7 +164,8 @@ def verify_adapter(spec: AdapterSpec, directory: str, data_size_kb: int, in_flig
     """A small warm store + load in one process with LMCache's round-trip check on: '' or the error."""
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
-    cfg = spec.json_for(directory, data_size_kb * 1024 * 4 * in_flight + (256 << 20), data_size_kb * 1024)
+    # room for its warm-up round and its measured round (raw_block evicts beyond its capacity)
+    cfg = spec.json_for(directory, 2 * data_size_kb * 1024 * 4 * in_flight + (256 << 20), data_size_kb * 1024)
     cmd = [*lmcache_cli(), "bench", "l2", "--l2-adapter", json.dumps(cfg), "--data-size-kb", str(data_size_kb),
            "--num-keys", "4", "--in-flight", str(in_flight), "--l1-align-bytes", "4096", "--rounds", "1",
            "--no-skip-verify", "--lookup-max-hit-rate", "1.0", "-q"]
