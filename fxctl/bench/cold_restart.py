@@ -46,6 +46,7 @@ class ColdRestartSpec:
     port: int = 8100
     ready_timeout_s: float = 900.0
     variants: tuple[str, ...] = tuple(VARIANTS)
+    repeats: int = 1
 
 
 def model_vocab(model_dir: str) -> int | None:
@@ -139,9 +140,43 @@ def max_diff(ours: dict | None, theirs: dict | None) -> float | None:
     return max(abs(a - b) for i in ours for a, b in zip(ours[i], theirs[i], strict=True))
 
 
+def orders(variants: tuple[str, ...], repeats: int) -> list[tuple[str, ...]]:
+    """The variants' order in each repeat, rotated so that each takes every position (the machine's load
+    drifts over a run: a fixed order would hand one variant the quiet minutes)."""
+    return [variants[r % len(variants):] + variants[:r % len(variants)] for r in range(repeats)]
+
+
+def summarize_repeats(per_repeat: list[list[dict]]) -> list[dict]:
+    """One row per variant over the repeats: medians (with min and max) of each repeat's own figures and
+    same-repeat ratios; the worst connector share; outputs equal only if equal in every repeat."""
+    from statistics import median
+
+    rows = []
+    for variant in [row["variant"] for row in per_repeat[0]]:
+        mine = [row for rows_ in per_repeat for row in rows_ if row["variant"] == variant]
+        row = {"variant": variant, "repeats": len(mine), "completed": sum(r["completed"] for r in mine),
+               "failed": sum(r["failed"] for r in mine),
+               "kv_from_connector": min(r["kv_from_connector"] for r in mine),
+               "kv_tokens_from_connector": sum(r["kv_tokens_from_connector"] for r in mine),
+               "logprobs_equal_recompute": all(r["logprobs_equal_recompute"] for r in mine)}
+        for key in ("ttft_p50_s", "output_tok_s", "ttft_ratio", "ttft_gain", "output_gain",
+                    "logprobs_max_diff_vs_recompute"):
+            values = [r[key] for r in mine if r.get(key) is not None]
+            if values:
+                row[key] = median(values)
+                row[f"{key}_min"], row[f"{key}_max"] = min(values), max(values)
+        rows.append(row)
+    return rows
+
+
 def run(spec: ColdRestartSpec, progress: Callable[[str], None] = lambda _: None) -> dict:
     if not Path(spec.model, "config.json").exists():
         raise FxError(f"no model at {spec.model}", "fxctl serve make-model (the tiny model)")
-    results = {variant: run_variant(spec, variant, progress) for variant in spec.variants}
-    return {"label": LABEL, "spec": asdict(spec), "rows": compare(results),
-            "results": results}
+    repeats = []
+    for number, order in enumerate(orders(spec.variants, spec.repeats), 1):
+        progress(f"repeat {number}/{spec.repeats}: {', '.join(order)}")
+        results = {variant: run_variant(spec, variant, progress) for variant in order}
+        repeats.append({"order": list(order), "results": results,
+                        "rows": compare({v: results[v] for v in spec.variants})})
+    return {"label": LABEL, "spec": asdict(spec), "rows": summarize_repeats([r["rows"] for r in repeats]),
+            "repeats": repeats}

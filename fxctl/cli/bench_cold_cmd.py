@@ -21,11 +21,13 @@ twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or 
 @click.option("--output-tokens", type=click.IntRange(2, 4096), default=16, show_default=True)
 @click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--port", type=click.IntRange(1024, 65535), default=8100, show_default=True)
+@click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs of all variants, each in a rotated order; medians with min-max are reported.")
 @click.option("--variant", "variants", multiple=True, type=click.Choice(["recompute", "lmcache-disk", "fxctl"]),
               help="Only these (repeatable; default: all three, recompute first).")
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
-                         variants):
+                         repeats, variants):
     from fxctl.bench.cold_restart import VARIANTS, ColdRestartSpec, run
     from fxctl.cli.serve_env_cmd import serving_python
     from fxctl.errors import ExitCode
@@ -35,22 +37,31 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
     spec = ColdRestartSpec(python=serving_python(python), model=model or str(tiny_model_dir()),
                            l2_dir=l2_dir or str(state_home() / "bench-cold-restart"), prompts=prompts,
                            prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
-                           port=port, variants=order)
+                           port=port, variants=order, repeats=repeats)
     result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
     emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
-         headers=["variant", "TTFT p50 s", "output tok/s", "TTFT vs recompute", "KV from connector",
+         headers=["variant", "TTFT p50 s", "output tok/s", "TTFT / recompute's", "KV from connector",
                   "logprobs = own recompute", "max |dlogprob| vs no offload", "failed"],
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
-              "measured after a full restart of the serving processes")
+              f"measured after a full restart of the serving processes; median of {repeats} run(s) in rotated "
+              "order" + (" [min-max]" if repeats > 1 else ""))
     ours = next((r for r in result["rows"] if r["variant"] == "fxctl"), None)
     if ours is not None and (ours["kv_from_connector"] < 1.0 or ours.get("logprobs_equal_recompute") is False):
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)
 
 
+def spread(row: dict, key: str, fmt: str) -> str:
+    if row.get(key) is None:
+        return "-"
+    text = format(row[key], fmt)
+    if row.get("repeats", 1) > 1 and f"{key}_min" in row:
+        text += f" [{format(row[key + '_min'], fmt)}-{format(row[key + '_max'], fmt)}]"
+    return text
+
+
 def row_cells(row: dict) -> tuple:
-    ratio = row.get("ttft_ratio")
     same = row.get("logprobs_equal_recompute")
-    diff = row.get("logprobs_max_diff_vs_recompute")
-    return (row["variant"], f"{row['ttft_p50_s']:.3f}", f"{row['output_tok_s']:.1f}",
-            "-" if ratio is None else f"{ratio:.2f}x", f"{100 * row['kv_from_connector']:.0f} %",
-            {True: "yes", False: "NO", None: "-"}[same], "-" if diff is None else f"{diff:.3g}", row["failed"])
+    return (row["variant"], spread(row, "ttft_p50_s", ".3f"), spread(row, "output_tok_s", ".1f"),
+            spread(row, "ttft_ratio", ".2f"), f"{100 * row['kv_from_connector']:.0f} %",
+            {True: "yes", False: "NO", None: "-"}[same], spread(row, "logprobs_max_diff_vs_recompute", ".3g"),
+            row["failed"])
