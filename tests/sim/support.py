@@ -1,4 +1,4 @@
-"""Test support: the emulator as a real subprocess on 127.0.0.1, a stdlib HTTP client, a Prometheus parser."""
+"""Test support: the emulator as a real subprocess on 127.0.0.1, a stdlib HTTP client, Prometheus parsing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30
@@ -101,46 +103,20 @@ class Client:
         return parse_prometheus(data.decode())
 
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? '
-                    r'([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN))$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-KINDS = {"counter", "gauge", "histogram", "summary", "untyped"}
-
-
 def parse_prometheus(text: str) -> dict[tuple[str, frozenset], float]:
-    """Strict parse of the text format: every sample belongs to a declared family; histograms are sane."""
+    """Parse the text format with prometheus_client's parser (it refuses malformed lines and samples that do
+    not belong to their family), then check what it does not: no duplicate samples, sane histograms."""
     samples: dict[tuple[str, frozenset], float] = {}
     families: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line:
-            continue
-        if line.startswith("# HELP "):
-            continue
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            assert kind in KINDS and name not in families, line
-            families[name] = kind
-            continue
-        assert not line.startswith("#"), line
-        match = SAMPLE.match(line)
-        assert match, f"not a Prometheus sample: {line!r}"
-        name, label_text, value = match.group(1), match.group(2) or "", match.group(3)
-        family = family_of(name, families)
-        assert family, f"sample {name} has no # TYPE"
-        labels = frozenset(LABEL.findall(label_text))
-        assert (name, labels) not in samples, f"duplicate sample {line}"
-        samples[(name, labels)] = float(value.replace("Inf", "inf"))
+    for family in text_string_to_metric_families(text):
+        assert family.name not in families, f"family {family.name} declared twice"
+        families[family.name] = family.type
+        for s in family.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in samples, f"duplicate sample {s.name}{s.labels}"
+            samples[key] = s.value
     check_histograms(samples, families)
     return samples
-
-
-def family_of(name: str, families: dict[str, str]) -> str | None:
-    if name in families:
-        return name
-    for suffix in ("_total", "_bucket", "_sum", "_count"):
-        if name.endswith(suffix) and name[: -len(suffix)] in families:
-            return name[: -len(suffix)]
-    return None
 
 
 def check_histograms(samples: dict, families: dict[str, str]) -> None:
