@@ -10,12 +10,13 @@ Errors of L2 never reach the caller: they are misses or skipped writes, counted 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.config import TierConfig, padded
@@ -278,16 +279,19 @@ class TierStore:
         sizes = [self.l2.meta(key) for _i, key, _d in jobs]
         chunk = max((s[0] for s in sizes if s), default=1)
         width = max(2, min(self.cfg.io_threads, self.cfg.inflight_bytes // max(chunk, 1)))
-        pending: dict = {}
-        queue = iter(jobs)
-        for i, key, dest in queue:
-            pending[self._readers.submit(self._get_l2, key, dest)] = i
-            if len(pending) >= width:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    results[pending.pop(fut)] = fut.result()
-        for fut, i in pending.items():
-            results[i] = fut.result()
+        # `width` readers that each take the next job until none is left: one hand-off per reader, not one
+        # future per chunk and one wake-up of the caller per completion
+        taken = itertools.count()  # next() is atomic: each job index goes to exactly one reader
+
+        def drain() -> None:
+            for k in iter(taken.__next__, None):
+                if k >= len(jobs):
+                    return
+                i, key, dest = jobs[k]
+                results[i] = self._get_l2(key, dest)
+
+        for fut in [self._readers.submit(drain) for _ in range(min(width, len(jobs)))]:
+            fut.result()
 
     def _get_dram(self, key: str, dest: memoryview) -> int | None:
         with self._lock:
