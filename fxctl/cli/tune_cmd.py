@@ -83,6 +83,11 @@ class ProgressLine:
 @click.option("--concurrency", "concurrencies", default="1,2,4,6,8,12,16,20,24,32,40,48,64", show_default=True,
               help="Concurrency grid the search moves on.")
 @click.option("--start", default=4, show_default=True, type=click.IntRange(1), help="First concurrency tried.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 9),
+              help="Measure a point up to this many times while its SLO decision is close (noisy trials); "
+                   "the search uses the medians.")
+@click.option("--repeat-within", default=0.15, show_default=True, type=click.FloatRange(0, 1),
+              help="Close: the median SLO margin within this share of the bound, or runs on both sides of it.")
 @click.option("--requests-per-client", default=4, show_default=True, type=click.IntRange(1, 100))
 @click.option("--prompt-tokens", default=None, help="MIN-MAX prompt tokens (default: the profile's calibration).")
 @click.option("--output-tokens", default=None, type=click.IntRange(1))
@@ -100,8 +105,8 @@ class ProgressLine:
               help="Resume the run in this directory with its saved options: finished trials are not repeated.")
 @click.pass_obj
 def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, workload, slo, params, baseline, full,
-            concurrencies, start, requests_per_client, prompt_tokens, output_tokens, time_scale, clock, time_limit,
-            run_dir, resume):
+            concurrencies, start, repeats, repeat_within, requests_per_client, prompt_tokens, output_tokens,
+            time_scale, clock, time_limit, run_dir, resume):
     """Find the best operating point under a latency SLO, by measurement.
 
     \b
@@ -141,7 +146,8 @@ def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, 
                               time_scale=time_scale if time_scale is not None else (1.0 if wall else 0.005),
                               clock=clock or ("wall" if wall else "model"), min_tokens=low,
                               max_tokens=high, output_tokens=output_tokens, time_limit_s=time_limit,
-                              python=serve_python, model=serve_model, l2_dir=serve_l2_dir)
+                              python=serve_python, model=serve_model, l2_dir=serve_l2_dir, repeats=repeats,
+                              repeat_within=repeat_within)
     try:
         summary = tune(options, run_dir=run_dir, resume=resume, progress=ProgressLine())
     except Interrupted as exc:

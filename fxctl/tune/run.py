@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -17,7 +18,15 @@ from fxctl.bench.metrics import Limit, RequestRecord, parse_slo
 from fxctl.bench.workloads import WorkloadSpec
 from fxctl.errors import BadInput
 from fxctl.tune.profiles import parse_params, settings_key
-from fxctl.tune.search import DEFAULT_GRID, Observation, bracket_then_bisect, drive, estimate_trials, full_grid
+from fxctl.tune.search import (
+    DEFAULT_GRID,
+    Observation,
+    bracket_then_bisect,
+    drive,
+    estimate_trials,
+    full_grid,
+    with_repeats,
+)
 from fxctl.tune.store import RunStore
 from fxctl.tune.targets import SimTarget, TrialLoad, UrlTarget, VirtualTarget
 
@@ -48,6 +57,10 @@ class TuneOptions:
     python: str | None = None
     model: str | None = None
     l2_dir: str | None = None
+    # noise: measure a point up to `repeats` times while its decision is close (|margin| < repeat_within
+    # or runs on both sides of the SLO); the search sees medians (trials of repeats: kind search-r2, ...)
+    repeats: int = 1
+    repeat_within: float = 0.15
 
 
 def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec:
@@ -177,8 +190,16 @@ class Tuner:
             for settings in self.configs:
                 grid = self.grid
                 search = full_grid(grid) if self.options.grid else bracket_then_bisect(grid, self.options.start)
-                chosen, seen = drive(search,
-                                     lambda c, s=settings: observe(self.trial(target, s, "search", c, self.load)))
+                if self.options.repeats > 1:
+                    search = with_repeats(search, self.options.repeat_within, self.options.repeats)
+                runs: Counter[int] = Counter()
+
+                def measure(c: int, s=settings, runs=runs) -> Observation:
+                    runs[c] += 1
+                    kind = "search" if runs[c] == 1 else f"search-r{runs[c]}"
+                    return observe(self.trial(target, s, kind, c, self.load))
+
+                chosen, seen = drive(search, measure)
                 searches.append({"settings": settings, "settings_key": settings_key(settings),
                                  "chosen": asdict(chosen) if chosen else None, "trials": len(seen)})
             best = max((s for s in searches if s["chosen"]), key=lambda s: s["chosen"]["throughput"], default=None)

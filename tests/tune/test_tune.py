@@ -164,3 +164,19 @@ def test_tune_a_running_server_by_url_on_the_wall_clock(tmp_path):
     assert [t["concurrency"] for t in search] == [1, 2, 4, 8]       # the SLO holds all the way up
     assert summary["best"]["concurrency"] == 8
     assert search[0]["median_ttft_ms"] >= 100 and search[-1]["output_throughput"] > 3 * search[0]["output_throughput"]
+
+
+def test_repeats_only_where_the_slo_decision_is_close():
+    from fxctl.tune.search import with_repeats
+
+    asked = []
+    noise = iter([0.0, -0.2, 0.1] + [0.0] * 50)   # runs at c=12: margins 0.08, -0.12, 0.18
+
+    def measure(c):
+        asked.append(c)
+        return Observation(c, float(c), (13 - c) / 13 + (next(noise) if c == 12 else 0.0))
+
+    chosen, _seen = drive(with_repeats(bracket_then_bisect(GRID, start=4), close=0.15, most=3), measure)
+    assert asked.count(4) == asked.count(8) == asked.count(16) == 1   # clear decisions: measured once
+    assert asked.count(12) == 3                                       # close to the bound: three runs
+    assert chosen.concurrency == 12 and chosen.runs == 3 and chosen.margin_min < 0 < chosen.margin_max
