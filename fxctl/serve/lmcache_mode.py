@@ -5,42 +5,41 @@ and its L2 adapters, and vLLM connects to it with `LMCacheMPConnector`. fxctl's 
 `plugin` L2 adapter (fxctl.kvtier.lmcache_mp_adapter.FxTierL2Adapter). One server per serving host and
 deployment, shared by the deployment's instances on that host: one DRAM pool and one L2 index per host,
 so instances that serve the same model share prefixes, and one process owns the tier's directory (the
-tier store takes a lock on it).
+tier store takes a lock on it). MP serves GPU hosts and CPU hosts alike: on a CPU host the server takes
+LMCache's engine-driven copy path (`--supported-transfer-mode auto`; fxctl.kvtier.lmcache_server).
 
 The in-process path (`LMCacheConnectorV1` + the `fxtier` storage plugin, marked deprecated by LMCache)
 stays only where MP cannot serve:
-- vLLM on CPU: LMCache's MP server moves KV to and from the GPU cache through CUDA IPC handles and has no
-  CPU transfer path; fxctl's CPU connector plugs into the in-process engine instead;
-- `--offload lmcache-disk`: LMCache's own LocalDiskBackend, kept as a comparison anchor;
+- `--offload lmcache-disk`: LMCache's own LocalDiskBackend, kept as a comparison anchor, exists only there;
 - `--lmcache-mode in-process`: an operator who keeps a warm in-process tier while migrating (its chunk
   keys differ from MP mode's, so an MP server does not read it: see `migration_note`).
+On a CPU host the in-process path runs with fxctl's CPU connector (fxctl.kvtier.vllm_cpu_connector):
+LMCache 0.5.6 has none for vLLM's CPU cache there.
 """
 
 from __future__ import annotations
 
 import json
 
+from fxctl.kvtier import lmcache_server
+from fxctl.kvtier.lmcache_server import ADAPTER_CLASS  # noqa: F401  (launch checks the server lists it)
+
 MODES = ("mp", "in-process")
 # ports of a deployment's LMCache server, from the first vLLM port P: ZMQ P+500, HTTP P+501, tier metrics P+502
 MP_PORT_OFFSET, HTTP_PORT_OFFSET, METRICS_PORT_OFFSET = 500, 501, 502
 SERVER_INDEX = -1          # the server's place among a deployment's plans (engines are 0..n-1)
-ADAPTER_MODULE = "fxctl.kvtier.lmcache_mp_adapter"
-ADAPTER_CLASS = "FxTierL2Adapter"
 
 
 def lmcache_mode(settings) -> str | None:
     """'mp', 'in-process', or None (no offload, or the emulator)."""
     if settings.engine != "vllm" or settings.offload == "none":
         return None
-    if settings.device == "cpu" or settings.offload == "lmcache-disk":
+    if settings.offload == "lmcache-disk":
         return "in-process"
     return settings.lmcache_mode or "mp"
 
 
 def why_in_process(settings) -> str:
-    if settings.device == "cpu":
-        return ("vLLM on CPU: LMCache's MP server has no CPU transfer path (CUDA IPC only); fxctl's CPU "
-                "connector serves the in-process engine")
     if settings.offload == "lmcache-disk":
         return "LMCache's own LocalDiskBackend (a comparison anchor) exists only in-process"
     return "--lmcache-mode in-process (LMCache marks this path deprecated)"
@@ -52,26 +51,20 @@ def mp_ports(settings) -> tuple[int, int, int]:
 
 def mp_kv_transfer_config(settings) -> str:
     """vLLM's --kv-transfer-config for LMCacheMPConnector pointed at the host's server."""
-    mp_port, _, _ = mp_ports(settings)
-    return json.dumps({"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
-                       "kv_connector_extra_config": {"lmcache.mp.host": "tcp://127.0.0.1",
-                                                     "lmcache.mp.port": mp_port}}, separators=(",", ":"))
+    return json.dumps(lmcache_server.kv_transfer_config(mp_ports(settings)[0]), separators=(",", ":"))
 
 
 def server_argv(settings, l2_path: str) -> tuple[str, ...]:
     """`lmcache server` with fxctl's tier as its L2 adapter and the host's L1 as its DRAM pool."""
-    from fxctl.kvtier.config import GIB
-
     mp_port, http_port, metrics_port = mp_ports(settings)
-    adapter = {"type": "plugin", "module_path": ADAPTER_MODULE, "class_name": ADAPTER_CLASS,
-               "adapter_params": {"l2_path": l2_path, "l2_bytes": settings.l2_bytes_per_instance * settings.instances,
-                                  "metrics_port": metrics_port}}
-    l1_gb = settings.l1_bytes_per_instance * settings.instances / GIB
-    # LMCache's CLI by module: the wheel installs no `lmcache` script beside python in every layout
-    return (settings.python, "-m", "lmcache.cli.main", "server", "--host", "127.0.0.1", "--port", str(mp_port),
-            "--http-port", str(http_port),
-            "--l1-size-gb", f"{l1_gb:.3f}", "--eviction-policy", "LRU",
-            "--chunk-size", str(settings.chunk_size), "--l2-adapter", json.dumps(adapter, separators=(",", ":")))
+    return tuple(lmcache_server.server_argv(
+        settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
+        settings.l2_bytes_per_instance * settings.instances, metrics_port, http_port=http_port,
+        chunk_size=settings.chunk_size))
+
+
+def server_environment() -> dict[str, str]:
+    return lmcache_server.server_environment()
 
 
 def migration_note(mode: str | None, in_process_dirs_with_data: list[str], mp_dir: str) -> str:

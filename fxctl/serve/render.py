@@ -18,7 +18,15 @@ import yaml
 from fxctl.errors import BadInput
 from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
-from fxctl.serve.lmcache_mode import MODES, SERVER_INDEX, lmcache_mode, mp_kv_transfer_config, mp_ports, server_argv
+from fxctl.serve.lmcache_mode import (
+    MODES,
+    SERVER_INDEX,
+    lmcache_mode,
+    mp_kv_transfer_config,
+    mp_ports,
+    server_argv,
+    server_environment,
+)
 from fxctl.units import GB, GIB
 
 ENGINES = ("vllm", "sim")
@@ -95,6 +103,7 @@ class InstancePlan:
     engine: str
     offload: str = "fxctl"
     role: str = "engine"                # engine | lmcache-server (MP mode: the host's LMCache server)
+    metrics_port: int = 0               # where fxctl's tier exports Prometheus metrics (0: none)
 
     @property
     def is_server(self) -> bool:
@@ -119,7 +128,8 @@ class InstancePlan:
                 "gpus": list(self.gpus), "engine": self.engine, "unit": self.unit, "env": dict(self.env),
                 "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
-                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role}
+                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role,
+                "metrics_port": self.metrics_port}
 
     @classmethod
     def from_dict(cls, data: dict) -> InstancePlan:
@@ -128,7 +138,7 @@ class InstancePlan:
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
-                   role=data.get("role", "engine"))
+                   role=data.get("role", "engine"), metrics_port=data.get("metrics_port", 0))
 
 
 def device_of(loaded) -> str:
@@ -293,13 +303,14 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
     """MP mode: the host's `lmcache server` with fxctl's tier as its L2 adapter (one per host and deployment)."""
     directory = f"{settings.state_dir}/{settings.name}/lmcache"
     l2_path = f"{settings.l2_dir}/{settings.name}-mp"
-    env = {"PYTHONHASHSEED": "0", **({"PYTHONPATH": settings.site_dir} if settings.site_dir else {})}
+    env = {"PYTHONHASHSEED": "0", **server_environment(),
+           **({"PYTHONPATH": settings.site_dir} if settings.site_dir else {})}
     return InstancePlan(
         deployment=settings.name, index=SERVER_INDEX, host=host, port=mp_ports(settings)[1], gpus=(), env=env,
         argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
         log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", l2_path=l2_path,
         unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,
-        role="lmcache-server")
+        role="lmcache-server", metrics_port=mp_ports(settings)[2])
 
 
 def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:

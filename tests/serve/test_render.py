@@ -87,7 +87,8 @@ def test_480b_tp8_dry_run_is_lmcache_mp_with_fxctls_adapter():
     server, engine = plan_instances(settings, "gpu1")
     assert server.is_server and server.unit == "fxctl-lmcache-main"
     argv = list(server.argv)
-    assert argv[:4] == ["/opt/vllm/bin/python3", "-m", "lmcache.cli.main", "server"]
+    assert argv[:5] == ["/opt/vllm/bin/python3", "-P", "-m", "lmcache.cli.main", "server"]
+    assert argv[argv.index("--supported-transfer-mode") + 1] == "auto"
     assert argv[argv.index("--eviction-policy") + 1] == "LRU"
     adapter = json.loads(argv[argv.index("--l2-adapter") + 1])
     assert (adapter["type"], adapter["module_path"], adapter["class_name"]) == \
@@ -101,15 +102,22 @@ def test_480b_tp8_dry_run_is_lmcache_mp_with_fxctls_adapter():
     assert engine.env["PYTHONHASHSEED"] == "0"
 
 
-def test_cpu_host_stays_in_process_and_says_why():
+def test_cpu_host_runs_lmcache_mp_too_and_in_process_only_when_asked():
     from fxctl.serve.lmcache_mode import lmcache_mode, mode_line
 
     settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3", model="/m")
-    (engine,) = plan_instances(settings, "local")
-    assert lmcache_mode(settings) == "in-process" and "vLLM on CPU" in mode_line(settings)
-    assert "FxCpuLMCacheConnector" in engine.shell_line() and engine.gpus == ()
-    assert engine.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    server, engine = plan_instances(settings, "local")
+    assert lmcache_mode(settings) == "mp" and server.is_server and engine.gpus == ()
+    assert "LMCacheMPConnector" in engine.shell_line() and engine.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert "CUDA_VISIBLE_DEVICES" not in engine.env
+    in_process = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3", model="/m",
+                               lmcache_mode="in-process")
+    (engine,) = plan_instances(in_process, "local")
+    assert "FxCpuLMCacheConnector" in engine.shell_line() and "deprecated" in mode_line(in_process)
+    disk = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3", model="/m",
+                         offload="lmcache-disk")
+    (engine,) = plan_instances(disk, "local")
+    assert engine.lmcache_config["local_disk"] == f"file://{L2_DIR}/main-0/" and "LocalDiskBackend" in mode_line(disk)
 
 
 def test_inventory_sizes_are_per_host_and_split_between_instances():

