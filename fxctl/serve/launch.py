@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from fxctl.errors import FxError
 from fxctl.remote.command import Command, script, sh
-from fxctl.serve.lmcache_mode import ADAPTER_CLASS
 from fxctl.serve.render import InstancePlan
 
 LOG_TAIL = 30
@@ -217,12 +216,16 @@ def confirm_tier(target, plan: InstancePlan) -> str:
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
     if plan.offload == "none":
         return "no KV offload: vLLM recomputes what its own cache lost"
-    if plan.is_server:
-        body = probe(target, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
-        if ADAPTER_CLASS not in body:
-            raise FxError(f"{target.name}: {plan.unit} answers, but its L2 adapters ({SERVER_ADAPTERS}) do not "
-                          f"list fxctl's {ADAPTER_CLASS}: {body[:200]}", f"see {plan.log_path}")
-        return f"fxctl's tier is the LMCache server's L2 adapter at {plan.l2_path} (GET {SERVER_ADAPTERS})"
+    if plan.is_server:   # LMCache lists a plugin adapter only as "plugin": fxctl's adapter answers on its own port
+        adapters = probe(target, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
+        tier = tier_metrics(target, plan)
+        if '"plugin"' not in adapters or tier is None or "l2" not in tier:
+            seen = "none" if tier is None else "no L2"
+            raise FxError(f"{target.name}: {plan.unit} answers, but fxctl's tier is not its L2 adapter (adapters: "
+                          f"{adapters[:160]}; tier metrics on port {plan.metrics_port}: {seen})",
+                          f"see {plan.log_path}")
+        return (f"fxctl's tier is the LMCache server's L2 adapter at {plan.l2_path} (its metrics: "
+                f"http://127.0.0.1:{plan.metrics_port}/metrics)")
     if plan.config_path is None:   # MP mode: the tier lives in the host's server
         return f"LMCacheMPConnector -> fxctl-lmcache-{plan.deployment} (fxctl's tier at {plan.l2_path})"
     pattern, what = ((LMCACHE_DISK_LINE, "LMCache's LocalDiskBackend") if plan.offload == "lmcache-disk"

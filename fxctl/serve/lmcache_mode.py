@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 
 from fxctl.kvtier import lmcache_server
-from fxctl.kvtier.lmcache_server import ADAPTER_CLASS  # noqa: F401  (launch checks the server lists it)
 
 MODES = ("mp", "in-process")
 # ports of a deployment's LMCache server, from the first vLLM port P: ZMQ P+500, HTTP P+501, tier metrics P+502
