@@ -25,6 +25,7 @@ from lmcache.utils import CacheEngineKey
 from lmcache.v1.memory_management import MemoryFormat, MemoryObj
 from lmcache.v1.storage_backend.abstract_backend import StoragePluginInterface
 
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.kvtier.lmcache_config import EXTRA_PREFIX, tier_config_from_extra
 from fxctl.kvtier.metrics import serve_metrics
 from fxctl.kvtier.store import TierStore
@@ -64,7 +65,7 @@ class FxTierBackend(StoragePluginInterface):
             raise ValueError("fxtier needs extra_config fxtier.l2_path")
         if metadata is not None:  # one directory (and journal) per worker process
             tier.l2_path = os.path.join(tier.l2_path, f"rank{metadata.worker_id}of{metadata.world_size}")
-        self.chunk_size = getattr(config, "chunk_size", 256)
+        self.chunk_size = getattr(config, "chunk_size", CHUNK_TOKENS)
         self.store = TierStore(tier)
         self.metrics_server = self._serve_metrics(extra, metadata.worker_id if metadata is not None else 0)
         log.info("fxtier: L2 at %s, %d chunks recovered", tier.l2_path, self.store.stats()["recovery"]["chunks"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxctl.kvtier.config import GIB, TierConfig
+from fxctl.kvtier.config import CHUNK_TOKENS, GIB, IO_THREADS, TierConfig
 
 PLUGIN_NAME = "fxtier"
 MODULE_PATH = "fxctl.kvtier.lmcache_adapter"
@@ -19,7 +19,7 @@ EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierCo
 
 
 def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_bytes: int = 0,
-                          chunk_size: int = 256, io_threads: int = 8, durable: bool = True,
+                          chunk_size: int = CHUNK_TOKENS, io_threads: int = IO_THREADS, durable: bool = True,
                           segment_bytes: int = GIB, hash_algorithm: str = "sha256_cbor", metrics_port: int = 0,
                           extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """LMCache's YAML config (as a dict) for one serving instance.

@@ -25,6 +25,7 @@ import json
 import os
 from typing import Any
 
+from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.units import GIB
 
 ADAPTER_MODULE = "fxctl.kvtier.lmcache_mp_adapter"
@@ -52,7 +53,8 @@ def adapter_spec(l2_path: str, l2_bytes: int, metrics_port: int = 0, **tier: Any
 
 
 def server_argv(python_or_lmcache_bin: str, port: int, l1_bytes: int, l2_path: str, l2_bytes: int,
-                metrics_port: int = 0, *, http_port: int = 8080, host: str = LOOPBACK, chunk_size: int = 256,
+                metrics_port: int = 0, *, http_port: int = 8080, host: str = LOOPBACK,
+                chunk_size: int = CHUNK_TOKENS,
                 eviction_policy: str = "LRU", transfer_mode: str = "auto", instance_id: str = "",
                 tier: dict[str, Any] | None = None, extra_args: list[str] | None = None) -> list[str]:
     """`lmcache server` with fxctl's tier as its only L2 adapter.
