@@ -90,6 +90,7 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
     from fxctl.bench.loadgen import run as run_load
     from fxctl.bench.workloads import WorkloadSpec
     from fxctl.serve import deploy
+    from fxctl.serve.render import plan_instances
 
     settings = deployment_settings(spec, variant)
     for folder in (f"{settings.l2_dir}/{settings.name}-0", f"{settings.l2_dir}/{settings.name}-mp"):
@@ -102,9 +103,11 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
         progress(f"{variant}: fill, restart, measure")
         workload = WorkloadSpec("cold-recovery", spec.prompt_tokens, spec.prompt_tokens, 0.0, spec.output_tokens,
                                 vocab=model_vocab(spec.model), logprobs=True)
+        server = [p for p in plan_instances(settings, "local") if p.is_server and p.metrics_port]
         result = run_load(LoadSpec(f"http://127.0.0.1:{spec.port}", workload, concurrency=spec.concurrency,
                                    requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,
-                                   evict=restart(settings, spec.ready_timeout_s)))
+                                   evict=restart(settings, spec.ready_timeout_s),
+                                   tier_metrics=tuple(f"http://127.0.0.1:{p.metrics_port}/metrics" for p in server)))
     finally:
         deploy.stop(deploy.Where(), settings.state_dir, settings.name)
     return result
@@ -124,7 +127,9 @@ def compare(results: dict[str, dict]) -> list[dict]:
                "output_tok_s": result["output_throughput"], "completed": result["completed"],
                "failed": result["failed"],
                "kv_from_connector": min(1.0, hits / retrievable) if retrievable > 0 else 0.0,
-               "kv_tokens_from_connector": hits, "kv_tokens_asked": external.get("query_tokens", 0.0)}
+               "kv_tokens_from_connector": hits, "kv_tokens_asked": external.get("query_tokens", 0.0),
+               # fxctl's own count, where its tier exports one (MP mode): chunks served from L2 after the restart
+               "tier_l2_hits": ((result.get("tier_hits") or {}).get("l2") or {}).get("hits")}
         if base is not None:
             row["ttft_gain"] = base["median_ttft_ms"] / result["median_ttft_ms"] if result["median_ttft_ms"] else None
             row["ttft_ratio"] = result["median_ttft_ms"] / base["median_ttft_ms"] if base["median_ttft_ms"] else None

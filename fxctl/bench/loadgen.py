@@ -53,6 +53,7 @@ class LoadSpec:
     # cold recovery's eviction, when not the reset endpoints: e.g. a full restart of the serving processes
     # (blocking; returns what it did, kept in the result's phases)
     evict: Callable[[], dict] | None = None
+    tier_metrics: tuple[str, ...] = ()   # endpoints of fxctl's tier (LMCache MP: the server's metrics port)
 
 
 class Client:
@@ -108,12 +109,16 @@ class Client:
             await resp.read()
             return resp.status
 
-    async def scrape(self) -> dict[str, float]:
-        try:
-            async with self.session.get(self.base + "/metrics") as resp:
-                return parse_counters(await resp.text()) if resp.status == 200 else {}
-        except aiohttp.ClientError:
-            return {}
+    async def scrape(self, extra: tuple[str, ...] = ()) -> dict[str, float]:
+        """The server's /metrics, and any other endpoints (e.g. fxctl's tier beside LMCache's server)."""
+        counters: dict[str, float] = {}
+        for url in (self.base + "/metrics", *extra):
+            try:
+                async with self.session.get(url) as resp:
+                    counters.update(parse_counters(await resp.text()) if resp.status == 200 else {})
+            except aiohttp.ClientError:
+                continue
+        return counters
 
     async def model_name(self) -> str | None:
         try:
@@ -247,7 +252,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         items = make_items(spec, spec.requests, nonce, model, first=0)
         if spec.workload.name == "cold-recovery":
             phases.update(await fill_and_evict(client, items, concurrency, deadline, model, notes, spec.evict))
-        before = await client.scrape()
+        before = await client.scrape(spec.tier_metrics)
         records: list[RequestRecord] = []
         started = time.perf_counter()
 
@@ -261,7 +266,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         else:
             _, cut = await closed_loop(client, items, concurrency, deadline, model, on_done, records)
         duration = (time.perf_counter() - started) / client.scale
-        after = await client.scrape()
+        after = await client.scrape(spec.tier_metrics)
     wall = summarize(records, duration, spec.slo)
     result = wall
     if spec.clock == "model":

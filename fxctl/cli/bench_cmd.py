@@ -105,6 +105,9 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
               help="model: latencies and duration from the emulator's own model time (fxctl sim only).")
 @click.option("--model", default=None, help="Model name to send (default: the server's first model).")
 @click.option("--reset-caches", is_flag=True, help="First POST /reset_prefix_cache and /reset_tiers (L1, L2).")
+@click.option("--tier-metrics", "tier_metrics", multiple=True,
+              help="Also scrape fxctl's tier here for per-tier hit rates, e.g. http://127.0.0.1:8502/metrics "
+                   "(LMCache MP mode: the server's metrics port, fxctl serve status names it); repeatable.")
 @click.option("--vocab", type=click.IntRange(256, 10_000_000), default=None,
               help="The model's vocabulary size: prompt token ids stay below it (e.g. 4096 for the tiny model; "
                    "default: ids of a 152k-token vocabulary).")
@@ -115,7 +118,7 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
                    "Default: only when every request failed.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, vocab, result_file,
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, tier_metrics, vocab, result_file,
           max_failed_fraction):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
@@ -140,7 +143,8 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
         raise BadInput(str(exc), "see fxctl bench serve --help") from exc
     result = run_load(LoadSpec(url, spec, concurrency=concurrency if rate else (concurrency or 8), rate=rate,
                                requests=num_prompts, warmup=warmup, time_limit_s=time_limit, time_scale=time_scale,
-                               model=model, slo=limits, clock=clock, reset_caches=reset_caches))
+                               model=model, slo=limits, clock=clock, reset_caches=reset_caches,
+                               tier_metrics=tuple(tier_metrics)))
     if result_file:
         result_file.write_text(dumps(result, "json"))
     emit(result, app.output_format if app else "table", rows=serve_rows(result),
