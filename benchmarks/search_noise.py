@@ -36,10 +36,11 @@ def noisy(result: dict, rnd: random.Random, sigma: float, sigma_tp: float) -> di
     return out
 
 
-def strategies(grid: tuple[int, ...]) -> dict:
+def strategies(grid: tuple[int, ...], within: float = 0.10, most: int = 3) -> dict:
     return {"grid (each point once)": lambda: full_grid(grid),
             "search": lambda: bracket_then_bisect(grid),
-            "search + repeats near the boundary": lambda: with_repeats(bracket_then_bisect(grid))}
+            f"search + repeats (<= {most} runs within {within:g})":
+                lambda: with_repeats(bracket_then_bisect(grid), within, most)}
 
 
 def score(results: dict[int, dict], limits: list[Limit], chosen: Observation | None) -> tuple[bool, float | None]:
@@ -53,15 +54,17 @@ def score(results: dict[int, dict], limits: list[Limit], chosen: Observation | N
     return gap <= 100 * TOLERANCE and real.margin >= -TOLERANCE, gap
 
 
-def run(profiles, factors, seeds: int, sigma: float, sigma_tp: float, grid=GRID) -> list[list]:
-    tally: dict[str, dict] = {name: {"landed": 0, "cases": 0, "trials": [], "gaps": []} for name in strategies(grid)}
+def run(profiles, factors, seeds: int, sigma: float, sigma_tp: float, grid=GRID, within: float = 0.10,
+        most: int = 3) -> list[list]:
+    tally: dict[str, dict] = {name: {"landed": 0, "cases": 0, "trials": [], "gaps": []}
+                              for name in strategies(grid, within, most)}
     for profile in profiles:
         results = measured_grid(profile, grid)
         for factor in factors:
             bound = float(f"{factor * results[grid[0]]['median_ttft_ms'] / 1000:.3g}")
             limits = [Limit("ttft", "p50", bound)]
             for seed in range(seeds):
-                for name, make in strategies(grid).items():
+                for name, make in strategies(grid, within, most).items():
                     rnd = random.Random(f"{profile}/{factor}/{seed}")  # the same noise stream for each strategy
 
                     def measure(c, rnd=rnd, results=results, limits=limits):
@@ -89,9 +92,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--sigma", type=float, default=0.12, help="TTFT noise (log-normal sigma)")
     parser.add_argument("--sigma-tp", type=float, default=0.05, help="throughput noise (log-normal sigma)")
+    parser.add_argument("--repeat-within", type=float, default=0.10, help="as fxctl tune --repeat-within")
+    parser.add_argument("--repeats", type=int, default=3, help="as fxctl tune --repeats")
     args = parser.parse_args()
     rows = run(args.profiles.split(","), [float(f) for f in args.factors.split(",")], args.seeds, args.sigma,
-               args.sigma_tp)
+               args.sigma_tp, within=args.repeat_within, most=args.repeats)
     print(f"TTFT noise sigma {args.sigma}, throughput noise sigma {args.sigma_tp}; 'landed': within "
           f"{100 * TOLERANCE:g} % of the grid's best (noiseless), SLO missed by at most {100 * TOLERANCE:g} %")
     print(tabulate(rows, headers=["strategy", "landed", "mean trials / grid", "most trials", "median gap",

@@ -86,7 +86,7 @@ class ProgressLine:
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 9),
               help="Measure a point up to this many times while its SLO decision is close (noisy trials); "
                    "the search uses the medians.")
-@click.option("--repeat-within", default=0.15, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--repeat-within", default=0.10, show_default=True, type=click.FloatRange(0, 1),
               help="Close: the median SLO margin within this share of the bound, or runs on both sides of it.")
 @click.option("--requests-per-client", default=4, show_default=True, type=click.IntRange(1, 100))
 @click.option("--prompt-tokens", default=None, help="MIN-MAX prompt tokens (default: the profile's calibration).")

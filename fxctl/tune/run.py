@@ -60,7 +60,7 @@ class TuneOptions:
     # noise: measure a point up to `repeats` times while its decision is close (|margin| < repeat_within
     # or runs on both sides of the SLO); the search sees medians (trials of repeats: kind search-r2, ...)
     repeats: int = 1
-    repeat_within: float = 0.15
+    repeat_within: float = 0.10
 
 
 def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec:

@@ -91,9 +91,9 @@ def bracket_then_bisect(grid: tuple[int, ...] = DEFAULT_GRID, start: int = 4) ->
     return best_of({grid[k]: o for k, o in seen.items()})
 
 
-def with_repeats(search: Search, close: float = 0.15, most: int = 3) -> Search:
+def with_repeats(search: Search, close: float = 0.10, most: int = 3) -> Search:
     """`search`, with each point measured again while its decision is close: fewer than `most` runs and
-    either the median margin within `close` of 0 (0.15: 15 % of the bound) or runs on both sides of it.
+    either the median margin within `close` of 0 (0.10: 10 % of the bound) or runs on both sides of it.
     The search sees one observation per point: medians of margin and throughput, with the spread."""
     point = next(search)
     while True:
