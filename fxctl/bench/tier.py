@@ -215,8 +215,9 @@ def _fmt(d: dict | None, key: str = "median") -> str:
 
 
 def backend_rows(results: dict) -> tuple[list[str], list[list]]:
-    """The main table: one row per size, harness and backend (loads are cold)."""
-    headers = ["size", "harness", "backend", "cold load GB/s min/med/max", "load CPU s/GB", "store GB/s",
+    """The main table: one row per size, harness and backend (loads are cold). mid: the median of the cold
+    passes in fxctl's harness, the mean of the rounds in LMCache's (the figure `lmcache bench l2` prints)."""
+    headers = ["size", "harness", "backend", "cold load GB/s min/mid/max", "load CPU s/GB", "store GB/s",
                "store CPU s/GB", "found after restart", "check"]
     rows = []
     for res in results["sizes"]:
