@@ -38,8 +38,13 @@ class ConnectSpec:
 def supported(spec: ConnectSpec, accepted: list[str]) -> tuple[ConnectSpec, list[str]]:
     """The spec with the options this nvme-cli lacks moved to sysfs where the kernel takes them there,
     and the inventory keys that can be applied neither way (a tos of -1, the kernel default, needs nothing)."""
-    keep = tuple((k, v) for k, v in spec.options if CONNECT_OPTIONS[k] in accepted)
+    # ctrl_loss_tmo -1 (reconnect forever): nvme-cli 2.3 passes it, and the fabrics device answers EINVAL
+    # ("Failed to write to /dev/nvme-fabrics: Invalid argument", seen in the lab on Linux 6.1); the
+    # controller's sysfs attribute takes it, so it goes there after connecting
+    forever = [(k, v) for k, v in spec.options if k == "ctrl_loss_tmo" and v < 0]
+    keep = tuple((k, v) for k, v in spec.options if CONNECT_OPTIONS[k] in accepted and (k, v) not in forever)
     lacking = [(k, v) for k, v in spec.options if CONNECT_OPTIONS[k] not in accepted and not (k == "tos" and v < 0)]
+    lacking += [item for item in forever if item not in lacking]
     sysfs = tuple((k, v) for k, v in lacking if k in SYSFS_OPTIONS)
     unapplied = [k for k, _ in lacking if k not in SYSFS_OPTIONS]
     return ConnectSpec(spec.nqn, spec.transport, spec.address, spec.port, keep, spec.members, sysfs), unapplied
