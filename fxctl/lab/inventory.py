@@ -9,6 +9,13 @@ from fxctl.lab.state import GuestRecord, LabState
 NQN_PREFIX = "nqn.2026-11.io.fxctl.lab"
 
 
+# The lab tears arrays down and builds them again within seconds, and its guests boot with nvmf-autoconnect
+# only: a controller that reconnects forever (the product default, ctrl_loss_tmo -1) outlives a torn-down
+# target there, and what nvme-cli cannot pass (both -1 and fast_io_fail_tmo) is missing after a restart of
+# the autoconnect unit. The lab keeps the values its tests were built on: give up after 60 s, no early I/O fail.
+LAB_CONNECT = {"ctrl_loss_tmo": 60, "fast_io_fail_tmo": -1}
+
+
 def render_inventory(state: LabState) -> dict:
     """hosts (127.0.0.1 + forwarded port, pinned host key), arrays, network (rxe on the private
     links) and `lab:` facts (each guest's private-link addresses, ports, drives). What the lab leaves at
@@ -54,5 +61,6 @@ def lab_arrays(state: LabState) -> list[dict]:
                 "drives": [{"serial": d.serial} for d in drives], "initiators": [link.peer],
                 "filesystem": {"label": "kvtier" if name == "kvtier" else f"kvtier{link.index}",
                                "mount": f"/mnt/{name}"},
+                "connect": LAB_CONNECT,
             })
     return arrays
