@@ -56,6 +56,12 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
     """The md array is running over exactly the planned members; assembled again if it exists on them.
     `running` is MdScan's value: an array of ours that udev assembled under another name is renamed."""
     wanted = [resolved.get(m, m) for m in layout.members]
+    if detail is not None and detail.get("array_state") == "inactive":
+        # never started (udev's incremental assembly waiting for members, or members gone before it ran): it
+        # serves no I/O and holds no mount, so stopping it loses nothing; then assembled or created as usual.
+        # A RAID0 that was running and lost a member is "broken", and is refused below.
+        yield sh("mdadm", "--stop", detail.get("device") or layout.device)
+        detail = None
     if detail is not None and (problem := md_degraded(detail)):
         raise Refused(f"{detail.get('device') or layout.device} (md UUID {layout.md_uuid}) is degraded: {problem}. "
                       "RAID0 has no redundancy, so it serves no I/O until every member is back; fxctl does not "
