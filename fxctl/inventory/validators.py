@@ -11,6 +11,8 @@ import ipaddress
 import re
 from typing import Any, Callable
 
+from fxctl import units
+
 Validator = Callable[[Any], "str | None"]
 
 _NQN_LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
@@ -29,8 +31,6 @@ MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@:-]{0,199}")
 HOST_KEY_LINE_RE = re.compile(
     r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) [A-Za-z0-9+/]+={0,2}( \S.*)?")
 FINGERPRINT_RE = re.compile(r"SHA256:[A-Za-z0-9+/]{43}=?")
-SIZE_RE = re.compile(r"([0-9]+(\.[0-9]+)?)\s*([KMGTP]?)(i?B)?", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def nqn(value: Any) -> str | None:
@@ -141,17 +141,11 @@ def host_key(value: Any) -> str | None:
 
 
 def parse_size(value: Any) -> int | None:
-    """Bytes from 65536, '64K', '64KiB', '2TiB', '1.5G' (binary units); None if malformed."""
-    if isinstance(value, bool):
+    """fxctl.units.parse_size, without the spaces around the value it forgives on a command line: an
+    inventory value with a trailing newline must never pass (it would reach fstab and configfs)."""
+    if isinstance(value, str) and value != value.strip():
         return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if not isinstance(value, str):
-        return None
-    match = SIZE_RE.fullmatch(value)
-    if not match:
-        return None
-    return int(float(match.group(1)) * _UNITS[match.group(3).upper()])
+    return units.parse_size(value)
 
 
 def size(value: Any) -> str | None:
