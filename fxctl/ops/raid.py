@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fxctl.engine.plan import Operation, Refused
 from fxctl.facts.md import md_degraded
 from fxctl.ops.files import ensure_line, with_managed_line
-from fxctl.remote.command import sh
+from fxctl.remote.command import script, sh
 
 XFS_BLOCK = 4096
 
@@ -50,6 +50,19 @@ def release_partial_arrays(layout: ArrayLayout, holders: dict[str, list[dict]]) 
     return None
 
 
+# An inactive array whose /dev node udev already removed (found by UUID through sysfs): mdadm cannot open it,
+# the kernel's md sysfs stops it ("clear" on an inactive array frees it)
+_STOP_INACTIVE = r"""
+d=$1; n=${d##*/}
+if [ -e "$d" ]; then exec mdadm --stop "$d"; fi
+echo clear > "/sys/block/$n/md/array_state"
+"""
+
+
+def stop_inactive(device: str):
+    return script(_STOP_INACTIVE, device, description=f"stop inactive {device}")
+
+
 def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict | None],
               resolved: dict[str, str], wipe: bool, running: dict[str, str] | None = None,
               holders: dict[str, list[dict]] | None = None) -> Operation:
@@ -60,7 +73,7 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         # never started (udev's incremental assembly waiting for members, or members gone before it ran): it
         # serves no I/O and holds no mount, so stopping it loses nothing; then assembled or created as usual.
         # A RAID0 that was running and lost a member is "broken", and is refused below.
-        yield sh("mdadm", "--stop", detail.get("device") or layout.device)
+        yield stop_inactive(detail.get("device") or layout.device)
         detail = None
     if detail is not None and (problem := md_degraded(detail)):
         raise Refused(f"{detail.get('device') or layout.device} (md UUID {layout.md_uuid}) is degraded: {problem}. "
