@@ -46,21 +46,21 @@ def release_partial_arrays(layout: ArrayLayout, holders: dict[str, list[dict]]) 
     one keeps its members busy). An inactive array serves no I/O, so stopping it loses nothing."""
     stale = sorted({h["md"] for m in layout.members for h in holders.get(m, []) if h["state"] == "inactive"})
     for md in stale:
-        yield sh("mdadm", "--stop", f"/dev/{md}")
+        yield stop_array(f"/dev/{md}")
     return None
 
 
-# An inactive array whose /dev node udev already removed (found by UUID through sysfs): mdadm cannot open it,
-# the kernel's md sysfs stops it ("clear" on an inactive array frees it)
-_STOP_INACTIVE = r"""
+# An array whose /dev node udev already removed (found by UUID, or as a holder, through sysfs): mdadm cannot
+# open it, the kernel's md sysfs stops it ("clear" frees an array nothing holds open)
+_STOP_ARRAY = r"""
 d=$1; n=${d##*/}
 if [ -e "$d" ]; then exec mdadm --stop "$d"; fi
 echo clear > "/sys/block/$n/md/array_state"
 """
 
 
-def stop_inactive(device: str):
-    return script(_STOP_INACTIVE, device, description=f"stop inactive {device}")
+def stop_array(device: str):
+    return script(_STOP_ARRAY, device, description=f"mdadm --stop {device}")
 
 
 def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict | None],
@@ -73,7 +73,7 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         # never started (udev's incremental assembly waiting for members, or members gone before it ran): it
         # serves no I/O and holds no mount, so stopping it loses nothing; then assembled or created as usual.
         # A RAID0 that was running and lost a member is "broken", and is refused below.
-        yield stop_inactive(detail.get("device") or layout.device)
+        yield stop_array(detail.get("device") or layout.device)
         detail = None
     if detail is not None and (problem := md_degraded(detail)):
         raise Refused(f"{detail.get('device') or layout.device} (md UUID {layout.md_uuid}) is degraded: {problem}. "
@@ -89,7 +89,7 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         yield from release_partial_arrays(layout, holders or {})
     elsewhere = (running or {}).get(layout.md_uuid)
     if detail is None and elsewhere and elsewhere != layout.device:
-        yield sh("mdadm", "--stop", elsewhere)
+        yield stop_array(elsewhere)
         yield sh("mdadm", "--assemble", layout.device, f"--uuid={layout.md_uuid}", *layout.members)
         return None
     if detail is not None:
