@@ -55,6 +55,7 @@ def release_partial_arrays(layout: ArrayLayout, holders: dict[str, list[dict]]) 
 _STOP_ARRAY = r"""
 d=$1; n=${d##*/}
 if [ -e "$d" ]; then exec mdadm --stop "$d"; fi
+test -d "/sys/block/$n/md" || exit 0   # the kernel has no such array (a stale name): nothing to stop
 echo clear > "/sys/block/$n/md/array_state"
 """
 
