@@ -27,4 +27,5 @@ def test_wipe_erases_every_member_at_once_when_none_is_held():
     step = run_operation("md", ensure_md(LAYOUT, None, FOREIGN, {}, True, {}, holders))
     commands = [c.masked() for c in step.commands]
     assert not step.refusal
-    assert commands[:2] == ["mdadm --stop /dev/md127", "mdadm --zero-superblock " + " ".join(MEMBERS)]
+    assert "mdadm --stop" in commands[0] and commands[0].endswith(" /dev/md127")   # fxctl.ops.raid.stop_array
+    assert commands[1] == "mdadm --zero-superblock " + " ".join(MEMBERS)
