@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 from tabulate import tabulate
 
-from fxctl.bench.loadgen import LoadSpec, run
-from fxctl.bench.workloads import WorkloadSpec
+from fxctl.loadgen.generator import LoadSpec, run
+from fxctl.loadgen.workloads import WorkloadSpec
 from fxctl.sim.profile import resolve_profile_path
 from fxctl.tune.server import ServerProcess, sim_argv
 

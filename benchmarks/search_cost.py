@@ -14,11 +14,11 @@ import time
 
 from tabulate import tabulate
 
-from fxctl.bench.metrics import Limit
+from fxctl.loadgen.metrics import Limit
 from fxctl.sim.profile import resolve_profile_path
-from fxctl.tune.run import TuneOptions, judge, workload_of
+from fxctl.tune.drivers import TrialLoad, VirtualDriver
 from fxctl.tune.search import Observation, against_grid
-from fxctl.tune.targets import TrialLoad, VirtualTarget
+from fxctl.tune.sweep import TuneOptions, judge, workload_of
 
 PROFILES = ("mi308x-qwen3-coder-480b-tp8", "mi308x-qwen3-coder-480b-tp4x2", "h200-70b", "atlas910b-70b", "lab")
 GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32)
@@ -28,7 +28,7 @@ def measured_grid(profile: str, grid: tuple[int, ...], requests_per_client: int 
                   workload: str = "cold-recovery") -> dict[int, dict]:
     """Every grid point measured once (virtual time: deterministic), so searches can be replayed."""
     path = resolve_profile_path(profile)
-    target = VirtualTarget(path)
+    target = VirtualDriver(path)
     load = TrialLoad(workload_of(TuneOptions(slo="ttft_p50<=1s", profile=profile, workload=workload), path),
                      requests_per_client, [], 600, 1.0, "virtual")
     return {c: target.measure({}, c, load, None) for c in grid}

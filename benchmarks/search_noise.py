@@ -21,9 +21,9 @@ import statistics
 from tabulate import tabulate
 
 from benchmarks.search_cost import GRID, PROFILES, measured_grid
-from fxctl.bench.metrics import Limit
-from fxctl.tune.run import judge
+from fxctl.loadgen.metrics import Limit
 from fxctl.tune.search import Observation, best_of, bracket_then_bisect, drive, full_grid, with_repeats
+from fxctl.tune.sweep import judge
 
 TOLERANCE = 0.05
 

@@ -62,5 +62,5 @@ def lab_state_dir() -> Path:
 
 
 def bench_scratch_dir() -> Path:
-    """Default scratch space of `fxctl bench tier`: $XDG_CACHE_HOME/fxctl/bench/tier."""
+    """Default scratch space of `fxctl bench tier`: $XDG_CACHE_HOME/fxctl/loadgen/tier."""
     return cache_home() / "bench" / "tier"

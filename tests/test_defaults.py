@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fxctl.bench.chunks import ChunkShape
-from fxctl.bench.tier import TierBenchSpec
 from fxctl.kvtier.config import CHUNK_TOKENS, IO_THREADS, TierConfig
 from fxctl.sim.engine import Engine
 from fxctl.sim.profile import load_profile
+from fxctl.tierbench.bench import TierBenchSpec
+from fxctl.tierbench.chunks import ChunkShape
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fxctl"
 # modules other sessions are changing now, with their own copies of the defaults: to use kvtier.config's

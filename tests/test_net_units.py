@@ -10,9 +10,9 @@ from fxctl.engine.apply import HostReport, Status, StepReport
 from fxctl.errors import BadInput, ExitCode
 from fxctl.inventory import load_inventory_text
 from fxctl.inventory.model import InterfaceSpec
+from fxctl.net.apply import NetResult, NetStatus, mark_unsupported
 from fxctl.net.bench import parse_perftest_json
 from fxctl.net.desired import check_network, effective_dscp_map, qos_driver, resolve_interfaces
-from fxctl.net.run import NetResult, NetStatus, mark_unsupported
 from fxctl.net.verify import check_interface, expected_active_mtu, gid_matches
 from tests.golden import GOLDEN
 from tests.support.cli import run_main

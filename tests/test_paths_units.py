@@ -28,7 +28,7 @@ def test_tuning_runs_follow_xdg_state_home(tmp_path, monkeypatch):
 
 def test_every_path_is_under_the_xdg_homes(tmp_path, monkeypatch):
     from fxctl.lab.paths import cache_root, state_root
-    from fxctl.run.runner import runs_root
+    from fxctl.playbook.runner import runs_root
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "s"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fxctl.cli.provision_cmd import summary_line
 from fxctl.engine.apply import HostReport, Status, StepReport
-from fxctl.provision.run import ProvisionResult, Round
+from fxctl.provision.rounds import ProvisionResult, Round
 
 
 def result_with(*steps: StepReport, check: bool = True, status: Status = Status.OK) -> ProvisionResult:

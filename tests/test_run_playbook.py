@@ -8,8 +8,8 @@ import pytest
 
 from fxctl.cli import main
 from fxctl.errors import BadInput
-from fxctl.run.measures import compare, measure, select
-from fxctl.run.playbook import load_playbook
+from fxctl.playbook.measures import compare, measure, select
+from fxctl.playbook.model import load_playbook
 
 DATA = {"verify": [{"host": "a", "check": "sequential read", "ok": True, "read_mb_s": 30.5},
                    {"host": "b", "check": "sequential read", "ok": True, "read_mb_s": 12.0},

@@ -18,7 +18,7 @@ def command():
 @command.command(name="tier")
 @click.option("--dir", "directory", default=None,
               help="Scratch directory on the filesystem under test (deleted afterwards unless --keep). "
-                   "Default: $XDG_CACHE_HOME/fxctl/bench/tier (~/.cache): point it at the array's mount.")
+                   "Default: $XDG_CACHE_HOME/fxctl/loadgen/tier (~/.cache): point it at the array's mount.")
 @click.option("--size", "sizes", multiple=True, type=click.Choice(["32m", "4m"]), default=("32m", "4m"),
               show_default=True, help="Chunk shapes: 32m = Llama-3.1-8B bf16 TP1, 4m = Qwen3-Coder-480B FP8 TP8.")
 @click.option("--total", default="2G", show_default=True, help="Bytes of KV per chunk size and backend.")
@@ -48,9 +48,9 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
     (fs_native O_DIRECT, raw_block posix / io_uring, fxctl as a plugin adapter). Needs root (page cache
     drops, huge pages for fio); prints same-run ratios (`-o json`: the full result).
     """
-    from fxctl.bench.tier import TierBenchSpec, backend_rows, run
     from fxctl.output import table
     from fxctl.paths import bench_scratch_dir
+    from fxctl.tierbench.bench import TierBenchSpec, backend_rows, run
     from fxctl.units import size_bytes
 
     def ints(text: str, flag: str) -> tuple[int, ...]:
@@ -128,11 +128,11 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
     Every prompt starts with its own salt: no accidental shared prefixes. Exit 1 (after the result is
     printed and written) when every request failed, or more than --max-failed-fraction of them.
     """
-    from fxctl.bench.loadgen import LoadSpec
-    from fxctl.bench.loadgen import run as run_load
-    from fxctl.bench.metrics import failed_too_many, parse_slo
-    from fxctl.bench.workloads import WorkloadSpec
     from fxctl.errors import BadInput, FxError
+    from fxctl.loadgen.generator import LoadSpec
+    from fxctl.loadgen.generator import run as run_load
+    from fxctl.loadgen.metrics import failed_too_many, parse_slo
+    from fxctl.loadgen.workloads import WorkloadSpec
 
     try:
         low, _, high = prompt_tokens.partition("-")

@@ -30,9 +30,9 @@ twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or 
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
                          repeats, variants):
-    from fxctl.bench.cold_restart import VARIANTS, ColdRestartSpec, run
     from fxctl.cli.serve_env_cmd import serving_python
     from fxctl.errors import ExitCode
+    from fxctl.loadgen.cold_restart import VARIANTS, ColdRestartSpec, run
     from fxctl.paths import state_home, tiny_model_dir
 
     order = tuple(v for v in VARIANTS if v in variants) if variants else tuple(VARIANTS)

@@ -41,7 +41,7 @@ def apply_command(app, check, strict, hosts):
     """Apply the inventory's network section: MTU, address, global pause off, Soft-RoCE when asked, QoS
     through the NIC's driver (dcb | mlx5 | bnxt), RDMA-CM RoCE v2 and ToS; persisted by fxctl-net.service.
     Only what differs changes; a second run changes nothing."""
-    from fxctl.net.run import apply
+    from fxctl.net.apply import apply
 
     journal = RunJournal.new("net-apply")
     result = apply(app.inventory(), hosts=list(hosts) or None, check=check, strict=strict, journal=journal,

@@ -38,8 +38,8 @@ def command(app, check, destroy, wipe, arrays):
       fxctl -i lab.yaml provision              # converge and verify
       fxctl -i lab.yaml provision --destroy    # tear down, keep data
     """
-    from fxctl.provision.run import destroy as run_destroy
-    from fxctl.provision.run import provision as run_provision
+    from fxctl.provision.rounds import destroy as run_destroy
+    from fxctl.provision.rounds import provision as run_provision
 
     inventory = app.inventory()
     journal = RunJournal.new("destroy" if destroy else "provision")

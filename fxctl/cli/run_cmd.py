@@ -9,9 +9,9 @@ import click
 
 from fxctl.errors import BadInput, ExitCode
 from fxctl.output import emit
-from fxctl.run.playbook import load_playbook
-from fxctl.run.report import as_data, terminal_table, write_reports
-from fxctl.run.runner import run_playbook, runs_root
+from fxctl.playbook.model import load_playbook
+from fxctl.playbook.report import as_data, terminal_table, write_reports
+from fxctl.playbook.runner import run_playbook, runs_root
 from fxctl.shipped import playbook_path, shipped_dir
 
 PLAYBOOKS = shipped_dir("playbooks")   # the shipped playbooks (package data; see fxctl.shipped)

@@ -32,7 +32,7 @@ Does nothing when the env there was made by the same recipe. Takes a few minutes
 def install_env_command(app, venv, python):
     from fxctl.paths import serving_env_dir
     from fxctl.serve.cpu_env import ServingEnv, ensure_env
-    from fxctl.serve.target import LocalTarget
+    from fxctl.serve.machine import LocalMachine
     from fxctl.serve.wheel import REPO
 
     if venv is not None and not venv.startswith("/"):
@@ -40,7 +40,7 @@ def install_env_command(app, venv, python):
     env = ServingEnv(venv=venv or str(serving_env_dir()), python=python or sys.executable,
                      fxctl_source=str(REPO) if (REPO / "pyproject.toml").exists() else "")
     click.echo(f"serving env {env.venv}: {', '.join(env.packages)} (a few minutes the first time)", err=True)
-    done = ensure_env(LocalTarget(), env)
+    done = ensure_env(LocalMachine(), env)
     emit(done, app.output_format if app else "table",
          text=f"serving env {'made' if done['changed'] else 'already there'}: {done['python']}")
 

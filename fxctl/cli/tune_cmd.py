@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from fxctl.bench.metrics import percentile
+from fxctl.loadgen.metrics import percentile
 from fxctl.output import emit
 
 
@@ -122,8 +122,8 @@ def command(app, target, serve_python, serve_model, serve_l2_dir, profile, url, 
     """
     from fxctl.errors import BadInput, ExitCode, FxError
     from fxctl.tune.report import TABLE_HEADERS, table_rows, text_summary
-    from fxctl.tune.run import TuneOptions
     from fxctl.tune.session import Interrupted, tune
+    from fxctl.tune.sweep import TuneOptions
 
     options = None
     if resume is None:

@@ -10,8 +10,8 @@ import time
 
 from fxctl import data
 from fxctl.inventory.model import InterfaceSpec, Inventory
+from fxctl.net.apply import network_hosts
 from fxctl.net.desired import check_network, interfaces_of
-from fxctl.net.run import network_hosts
 from fxctl.remote.command import script, sh
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import run_on_hosts

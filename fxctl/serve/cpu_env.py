@@ -63,21 +63,21 @@ class ServingEnv:
         return f"{self.venv}/bin/python"
 
 
-def installed_stamp(target, env: ServingEnv) -> dict | None:
-    res = target.run(script('cat "$1/$2" 2>/dev/null', env.venv, STAMP))
+def installed_stamp(machine, env: ServingEnv) -> dict | None:
+    res = machine.run(script('cat "$1/$2" 2>/dev/null', env.venv, STAMP))
     try:
         return json.loads(res.stdout) if res.ok else None
     except ValueError:
         return None
 
 
-def ensure_env(target, env: ServingEnv, *, timeout_s: float = 1800) -> dict:
+def ensure_env(machine, env: ServingEnv, *, timeout_s: float = 1800) -> dict:
     """Make the serving env unless the one there was made by this recipe; returns what was done."""
-    if installed_stamp(target, env) == env.stamp:
+    if installed_stamp(machine, env) == env.stamp:
         return {"venv": env.venv, "python": env.env_python, "changed": False, "packages": list(env.packages)}
-    done = target.run(script(RECIPE, env.python, env.venv, env.fxctl_source, STAMP, json.dumps(env.stamp),
+    done = machine.run(script(RECIPE, env.python, env.venv, env.fxctl_source, STAMP, json.dumps(env.stamp),
                              TORCH_CPU, " ".join(CUDA_ONLY_WHEELS), *env.packages), timeout=timeout_s)
     if not done.ok:
-        raise FxError(f"{target.name}: making the serving env {env.venv} failed (exit {done.exit_code}): "
+        raise FxError(f"{machine.name}: making the serving env {env.venv} failed (exit {done.exit_code}): "
                       f"{done.tail(6)}", "see the message; pip's own errors name the package")
     return {"venv": env.venv, "python": env.env_python, "changed": True, "packages": list(env.packages)}

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from fxctl.errors import FxError
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, wheel
+from fxctl.serve.machine import LOCAL
 from fxctl.serve.preflight import Check, run_preflight
 from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
-from fxctl.serve.target import LOCAL
 from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
 DEFAULT_READY_TIMEOUT_S = 600.0
@@ -53,13 +53,13 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
           preflight: bool = True, install: bool = True) -> dict[str, HostOutcome]:
     """Pre-flight, then launch every instance and wait until each is ready and its tier is up."""
 
-    def work(target) -> HostStart:
-        outcome = HostStart(target.name)
+    def work(machine) -> HostStart:
+        outcome = HostStart(machine.name)
         effective = settings
-        for plan in plan_instances(settings, target.name):   # before pre-flight: its port check would say "busy"
-            launch.ensure_not_running(target, plan)
+        for plan in plan_instances(settings, machine.name):   # before pre-flight: its port check would say "busy"
+            launch.ensure_not_running(machine, plan)
         if preflight:
-            checked = run_preflight(target, settings, install=install, local=where.local)
+            checked = run_preflight(machine, settings, install=install, local=where.local)
             outcome.checks = checked.checks
             if not checked.ok:
                 failed = [c for c in checked.checks if c.status == "failed"]
@@ -68,30 +68,30 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
         elif where.local:
             effective = with_site_dir(settings, str(wheel.REPO))
         if not where.local and effective.engine == "sim" and "/" in effective.profile:
-            effective = ship_profile(target, effective)   # a profile file of the user's: the wheel has the rest
+            effective = ship_profile(machine, effective)   # a profile file of the user's: the wheel has the rest
         started: list[tuple[InstancePlan, str]] = []
         try:
-            launch_in_order(target, plan_instances(effective, target.name), ready_timeout, outcome, started)
+            launch_in_order(machine, plan_instances(effective, machine.name), ready_timeout, outcome, started)
         except FxError:
             for plan, mode in reversed(started):  # a half-started deployment is worse than none
-                launch.stop_instance(target, plan, mode)
+                launch.stop_instance(machine, plan, mode)
             raise
         return outcome
 
     return where.each(work)
 
 
-def launch_in_order(target, plans: list[InstancePlan], ready_timeout: float, outcome: HostStart,
+def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, outcome: HostStart,
                     started: list[tuple[InstancePlan, str]]) -> None:
     """LMCache's MP server first (vLLM connects to it at start-up), then every engine; each group is launched
     together and then waited for. `started` collects what runs, for the caller to stop on failure."""
     for group in ([p for p in plans if p.is_server], [p for p in plans if not p.is_server]):
-        batch = [(plan, launch.start_instance(target, plan)) for plan in group]
+        batch = [(plan, launch.start_instance(machine, plan)) for plan in group]
         started.extend(batch)
         for plan, mode in batch:
-            models = launch.wait_ready(target, plan, mode, ready_timeout)
-            tier = launch.confirm_tier(target, plan)
-            outcome.instances.append(StartedInstance(target.name, plan.unit, plan.port, mode, models, tier,
+            models = launch.wait_ready(machine, plan, mode, ready_timeout)
+            tier = launch.confirm_tier(machine, plan)
+            outcome.instances.append(StartedInstance(machine.name, plan.unit, plan.port, mode, models, tier,
                                                      plan.shell_line(), plan.log_path))
 
 
@@ -100,12 +100,12 @@ def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan
     return sorted(saved, key=lambda item: (item[0].deployment, item[0].is_server, item[0].index))
 
 
-def ship_profile(target, settings: ServeSettings) -> ServeSettings:
+def ship_profile(machine, settings: ServeSettings) -> ServeSettings:
     """Copy a profile file given by path to the host (shipped profiles travel inside fxctl's wheel)."""
     from fxctl.sim.profile import resolve_profile_path
 
     remote = f"{settings.state_dir}/{settings.name}/profile.yaml"
-    target.upload(resolve_profile_path(settings.profile), remote)
+    machine.upload(resolve_profile_path(settings.profile), remote)
     return replace(settings, profile=remote)
 
 
@@ -119,30 +119,30 @@ class PreflightFailed(FxError):
 
 
 def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
-    def work(target) -> list[launch.InstanceStatus]:
-        return [launch.instance_status(target, plan, mode)
-                for plan, mode in launch.saved_plans(target, state_dir, name)]
+    def work(machine) -> list[launch.InstanceStatus]:
+        return [launch.instance_status(machine, plan, mode)
+                for plan, mode in launch.saved_plans(machine, state_dir, name)]
     return where.each(work)
 
 
 def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
-    def work(target) -> list[dict]:
+    def work(machine) -> list[dict]:
         out = []
-        saved = launch.saved_plans(target, state_dir, name)
+        saved = launch.saved_plans(machine, state_dir, name)
         if name and not saved:
-            raise FxError(f"{target.name}: no deployment named {name!r}", "fxctl serve status lists them")
+            raise FxError(f"{machine.name}: no deployment named {name!r}", "fxctl serve status lists them")
         for plan, mode in stop_order(saved):
-            was_running = launch.stop_instance(target, plan, mode)
-            out.append({"host": target.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
+            was_running = launch.stop_instance(machine, plan, mode)
+            out.append({"host": machine.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
         return out
     return where.each(work)
 
 
 def logs(where: Where, state_dir: str, name: str | None, lines: int) -> dict[str, HostOutcome]:
-    def work(target) -> list[dict]:
-        return [{"host": target.name, "unit": plan.unit, "log_path": plan.log_path,
-                 "text": launch.log_tail(target, plan, lines)}
-                for plan, _ in launch.saved_plans(target, state_dir, name)]
+    def work(machine) -> list[dict]:
+        return [{"host": machine.name, "unit": plan.unit, "log_path": plan.log_path,
+                 "text": launch.log_tail(machine, plan, lines)}
+                for plan, _ in launch.saved_plans(machine, state_dir, name)]
     return where.each(work)
 
 
@@ -150,15 +150,15 @@ def restart(where: Where, state_dir: str, name: str | None, *,
             ready_timeout: float = DEFAULT_READY_TIMEOUT_S) -> dict[str, HostOutcome]:
     """Stop and start again exactly what was started (the saved plans), then wait for readiness."""
 
-    def work(target) -> HostStart:
-        outcome = HostStart(target.name)
-        saved = launch.saved_plans(target, state_dir, name)
+    def work(machine) -> HostStart:
+        outcome = HostStart(machine.name)
+        saved = launch.saved_plans(machine, state_dir, name)
         if not saved:
-            raise FxError(f"{target.name}: no deployment{' ' + name if name else ''} to restart",
+            raise FxError(f"{machine.name}: no deployment{' ' + name if name else ''} to restart",
                           "fxctl serve start first")
         for plan, mode in stop_order(saved):
-            launch.stop_instance(target, plan, mode)
-        launch_in_order(target, [plan for plan, _ in saved], ready_timeout, outcome, [])
+            launch.stop_instance(machine, plan, mode)
+        launch_in_order(machine, [plan for plan, _ in saved], ready_timeout, outcome, [])
         return outcome
 
     return where.each(work)

@@ -14,7 +14,7 @@ class PortForward:
         self.transport, self.remote_port = transport, remote_port
         self.listener = socket.create_server(("127.0.0.1", local_port))
         self.local_port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread = threading.Thread(machine=self._accept, daemon=True)
         self.thread.start()
 
     def _accept(self) -> None:
@@ -30,7 +30,7 @@ class PortForward:
                 client.close()
                 continue
             for src, dst in ((client, channel), (channel, client)):
-                threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
+                threading.Thread(machine=_pump, args=(src, dst), daemon=True).start()
 
     def close(self) -> None:
         self.listener.close()

@@ -1,4 +1,4 @@
-"""Start, watch and stop one serving instance on a target (this machine or a host over SSH).
+"""Start, watch and stop one serving instance on a machine (this machine or a host over SSH).
 
 Where systemd runs (/run/systemd/system exists) an instance is a transient unit
 (`systemd-run --unit fxctl-serve-<name>-<i>`, output appended to its log file); elsewhere it is a
@@ -67,8 +67,8 @@ class InstanceStatus:
         return "ready" if self.healthy else "starting"
 
 
-def has_systemd(target) -> bool:
-    return target.run(sh("test", "-d", "/run/systemd/system")).ok
+def has_systemd(machine) -> bool:
+    return machine.run(sh("test", "-d", "/run/systemd/system")).ok
 
 
 def launch_command(plan: InstancePlan, mode: str) -> Command:
@@ -90,54 +90,54 @@ def pidfile_of(plan: InstancePlan) -> str:
     return plan.state_path.rsplit("/", 1)[0] + "/pid"
 
 
-def start_instance(target, plan: InstancePlan) -> str:
+def start_instance(machine, plan: InstancePlan) -> str:
     """Write the config and state, start the instance; returns the mode used (systemd | process)."""
-    ensure_not_running(target, plan)
-    mode = "systemd" if has_systemd(target) else "process"
+    ensure_not_running(machine, plan)
+    mode = "systemd" if has_systemd(machine) else "process"
     directory = plan.state_path.rsplit("/", 1)[0]
-    target.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
+    machine.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
     if plan.config_path and plan.lmcache_config is not None:
-        target.write_text(plan.config_path, plan.lmcache_yaml() or "")
-    target.write_text(plan.state_path, json.dumps({"mode": mode, "plan": plan.to_dict()}, indent=2) + "\n")
+        machine.write_text(plan.config_path, plan.lmcache_yaml() or "")
+    machine.write_text(plan.state_path, json.dumps({"mode": mode, "plan": plan.to_dict()}, indent=2) + "\n")
     keep_previous_log = 'if [ -f "$1" ]; then mv -f "$1" "$1.1"; fi; : >"$1"'
-    target.run(sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path)), check=True)
+    machine.run(sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path)), check=True)
     if mode == "systemd":
-        target.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
-    target.run(launch_command(plan, mode), check=True)
+        machine.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
+    machine.run(launch_command(plan, mode), check=True)
     return mode
 
 
-def ensure_not_running(target, plan: InstancePlan) -> None:
-    if instance_alive(target, plan, read_mode(target, plan)):
-        raise FxError(f"{target.name}: {plan.unit} is already running (port {plan.port})",
+def ensure_not_running(machine, plan: InstancePlan) -> None:
+    if instance_alive(machine, plan, read_mode(machine, plan)):
+        raise FxError(f"{machine.name}: {plan.unit} is already running (port {plan.port})",
                       "fxctl serve stop (or restart) first")
 
 
-def read_mode(target, plan: InstancePlan) -> str:
-    res = target.run(sh("cat", plan.state_path))
+def read_mode(machine, plan: InstancePlan) -> str:
+    res = machine.run(sh("cat", plan.state_path))
     try:
         return json.loads(res.stdout)["mode"] if res.ok else "process"
     except (ValueError, KeyError):
         return "process"
 
 
-def read_pid(target, plan: InstancePlan) -> int | None:
-    res = target.run(sh("cat", pidfile_of(plan)))
+def read_pid(machine, plan: InstancePlan) -> int | None:
+    res = machine.run(sh("cat", pidfile_of(plan)))
     text = res.stdout.strip()
     return int(text) if res.ok and text.isdigit() else None
 
 
-def instance_alive(target, plan: InstancePlan, mode: str) -> bool:
+def instance_alive(machine, plan: InstancePlan, mode: str) -> bool:
     if mode == "systemd":
-        res = target.run(sh("systemctl", "is-active", plan.unit))
+        res = machine.run(sh("systemctl", "is-active", plan.unit))
         return res.stdout.strip() in ("active", "activating", "deactivating", "reloading")
-    pid = read_pid(target, plan)
+    pid = read_pid(machine, plan)
     # the process group (pid == pgid: setsid) still has a member that is not a zombie
-    return pid is not None and bool(group_members(target, pid))
+    return pid is not None and bool(group_members(machine, pid))
 
 
-def group_members(target, pgid: int) -> list[int]:
-    res = target.run(sh("ps", "-eo", "pid=,pgid=,stat="))
+def group_members(machine, pgid: int) -> list[int]:
+    res = machine.run(sh("ps", "-eo", "pid=,pgid=,stat="))
     members = []
     for line in res.stdout.splitlines():
         parts = line.split()
@@ -146,24 +146,24 @@ def group_members(target, pgid: int) -> list[int]:
     return members
 
 
-def unit_main_pid(target, plan: InstancePlan) -> int | None:
-    res = target.run(sh("systemctl", "show", "-p", "MainPID", "--value", plan.unit))
+def unit_main_pid(machine, plan: InstancePlan) -> int | None:
+    res = machine.run(sh("systemctl", "show", "-p", "MainPID", "--value", plan.unit))
     text = res.stdout.strip()
     return int(text) if res.ok and text.isdigit() and text != "0" else None
 
 
-def tier_metrics(target, plan: InstancePlan) -> dict | None:
+def tier_metrics(machine, plan: InstancePlan) -> dict | None:
     """fxctl's tier as its own /metrics endpoint reports it (None when the plan exports none or it is silent)."""
     from fxctl.kvtier.metrics import tier_summary
 
     if not plan.metrics_port:
         return None
-    answer = probe(target, plan, "/metrics", port=plan.metrics_port)["/metrics"]
+    answer = probe(machine, plan, "/metrics", port=plan.metrics_port)["/metrics"]
     return tier_summary(answer["body"]) if answer["status"] == 200 else None
 
 
-def probe(target, plan: InstancePlan, *paths: str, port: int | None = None) -> dict:
-    res = target.run(sh("python3", "-c", PROBE, f"http://127.0.0.1:{port or plan.port}", *paths), timeout=30)
+def probe(machine, plan: InstancePlan, *paths: str, port: int | None = None) -> dict:
+    res = machine.run(sh("python3", "-c", PROBE, f"http://127.0.0.1:{port or plan.port}", *paths), timeout=30)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -177,51 +177,51 @@ def model_ids(body: str) -> list[str]:
         return []
 
 
-def log_tail(target, plan: InstancePlan, lines: int = LOG_TAIL) -> str:
-    return target.run(sh("tail", "-n", str(lines), plan.log_path)).stdout
+def log_tail(machine, plan: InstancePlan, lines: int = LOG_TAIL) -> str:
+    return machine.run(sh("tail", "-n", str(lines), plan.log_path)).stdout
 
 
-def wait_ready(target, plan: InstancePlan, mode: str, timeout_s: float) -> list[str]:
+def wait_ready(machine, plan: InstancePlan, mode: str, timeout_s: float) -> list[str]:
     """Poll until /health is 200 and /v1/models lists a model; FxError with the log tail on early exit."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if not instance_alive(target, plan, mode):
-            raise FxError(f"{target.name}: {plan.unit} exited before it was ready; last lines of "
-                          f"{plan.log_path}:\n{log_tail(target, plan)}",
+        if not instance_alive(machine, plan, mode):
+            raise FxError(f"{machine.name}: {plan.unit} exited before it was ready; last lines of "
+                          f"{plan.log_path}:\n{log_tail(machine, plan)}",
                           f"fxctl serve logs --name {plan.deployment}; check the command with --dry-run")
         if plan.is_server:   # LMCache's MP server: its HTTP API's health check
-            answers = {"/health": probe(target, plan, SERVER_HEALTH)[SERVER_HEALTH]}
+            answers = {"/health": probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH]}
             if answers["/health"]["status"] == 200:
                 return []
         else:
-            answers = probe(target, plan, "/health", "/v1/models")
+            answers = probe(machine, plan, "/health", "/v1/models")
             models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
             if answers["/health"]["status"] == 200 and models:
                 return models
         if time.monotonic() > deadline:
-            raise FxError(f"{target.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
+            raise FxError(f"{machine.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
                           f"{answers['/health']['status'] or answers['/health']['body']}); last lines:\n"
-                          f"{log_tail(target, plan)}", "raise --ready-timeout, or see fxctl serve logs")
+                          f"{log_tail(machine, plan)}", "raise --ready-timeout, or see fxctl serve logs")
         time.sleep(1.0)
 
 
-def confirm_tier(target, plan: InstancePlan) -> str:
+def confirm_tier(machine, plan: InstancePlan) -> str:
     """Evidence that fxctl's tier really came up (LMCache only logs plugin failures)."""
     if plan.engine == "sim":
-        metrics = probe(target, plan, "/metrics")["/metrics"]["body"]
-        listing = target.run(sh("ls", "-A", plan.l2_path)).stdout.split()
+        metrics = probe(machine, plan, "/metrics")["/metrics"]["body"]
+        listing = machine.run(sh("ls", "-A", plan.l2_path)).stdout.split()
         if 'fxctl_tier_chunks{tier="l2"}' not in metrics or not listing:
-            raise FxError(f"{target.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
+            raise FxError(f"{machine.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
                           "see fxctl serve logs; the emulator must run with --real-tier")
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
     if plan.offload == "none":
         return "no KV offload: vLLM recomputes what its own cache lost"
     if plan.is_server:   # LMCache lists a plugin adapter only as "plugin": fxctl's adapter answers on its own port
-        adapters = probe(target, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
-        tier = tier_metrics(target, plan)
+        adapters = probe(machine, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
+        tier = tier_metrics(machine, plan)
         if '"plugin"' not in adapters or tier is None or "l2" not in tier:
             seen = "none" if tier is None else "no L2"
-            raise FxError(f"{target.name}: {plan.unit} answers, but fxctl's tier is not its L2 adapter (adapters: "
+            raise FxError(f"{machine.name}: {plan.unit} answers, but fxctl's tier is not its L2 adapter (adapters: "
                           f"{adapters[:160]}; tier metrics on port {plan.metrics_port}: {seen})",
                           f"see {plan.log_path}")
         return (f"fxctl's tier is the LMCache server's L2 adapter at {plan.l2_path} (its metrics: "
@@ -230,61 +230,61 @@ def confirm_tier(target, plan: InstancePlan) -> str:
         return f"LMCacheMPConnector -> fxctl-lmcache-{plan.deployment} (fxctl's tier at {plan.l2_path})"
     pattern, what = ((LMCACHE_DISK_LINE, "LMCache's LocalDiskBackend") if plan.offload == "lmcache-disk"
                      else (LOADED_LINE.pattern, "fxctl's tier plugin"))
-    found = target.run(sh("grep", "-m", "2", "-E", pattern, plan.log_path))
+    found = machine.run(sh("grep", "-m", "2", "-E", pattern, plan.log_path))
     if not found.ok:
-        raise FxError(f"{target.name}: {plan.unit} serves, but its log has no line saying {what} "
+        raise FxError(f"{machine.name}: {plan.unit} serves, but its log has no line saying {what} "
                       "loaded (LMCache only logs plugin failures)", "check that fxctl imports in the serving "
                       "python env (fxctl serve start runs pre-flight) and the log's LMCache warnings")
     words = TIER_LOG_WORDS.search(found.stdout)
     return f"{what} loaded (LMCache's log: {words.group(0) if words else found.stdout.strip()[-120:]})"
 
 
-def stop_instance(target, plan: InstancePlan, mode: str) -> bool:
+def stop_instance(machine, plan: InstancePlan, mode: str) -> bool:
     """Stop the unit or process group; True when it was running. FxError if anything is left."""
-    was_running = instance_alive(target, plan, mode)
+    was_running = instance_alive(machine, plan, mode)
     if mode == "systemd":
-        target.run(sh("systemctl", "stop", plan.unit), timeout=STOP_WAIT_S + 15)
-        target.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
-        if instance_alive(target, plan, mode):
-            raise FxError(f"{target.name}: {plan.unit} is still active after systemctl stop",
+        machine.run(sh("systemctl", "stop", plan.unit), timeout=STOP_WAIT_S + 15)
+        machine.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
+        if instance_alive(machine, plan, mode):
+            raise FxError(f"{machine.name}: {plan.unit} is still active after systemctl stop",
                           f"systemctl status {plan.unit}")
         return was_running
-    pid = read_pid(target, plan)
+    pid = read_pid(machine, plan)
     if pid is None:
         return False
     for signal in ("TERM", "KILL"):
-        if not group_members(target, pid):
+        if not group_members(machine, pid):
             break
-        target.run(sh("kill", f"-{signal}", f"-{pid}"))  # dash and bash both take -SIG -PGID
+        machine.run(sh("kill", f"-{signal}", f"-{pid}"))  # dash and bash both take -SIG -PGID
         deadline = time.monotonic() + (STOP_WAIT_S if signal == "TERM" else 5)
-        while group_members(target, pid) and time.monotonic() < deadline:
+        while group_members(machine, pid) and time.monotonic() < deadline:
             time.sleep(0.3)
-    left = group_members(target, pid)
+    left = group_members(machine, pid)
     if left:
-        raise FxError(f"{target.name}: processes {left} of {plan.unit} survived SIGKILL", "inspect them with ps")
-    target.run(sh("rm", "-f", pidfile_of(plan)))
+        raise FxError(f"{machine.name}: processes {left} of {plan.unit} survived SIGKILL", "inspect them with ps")
+    machine.run(sh("rm", "-f", pidfile_of(plan)))
     return was_running
 
 
-def instance_status(target, plan: InstancePlan, mode: str) -> InstanceStatus:
-    running = instance_alive(target, plan, mode)
-    pid = (unit_main_pid(target, plan) if mode == "systemd" else read_pid(target, plan)) if running else None
+def instance_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
+    running = instance_alive(machine, plan, mode)
+    pid = (unit_main_pid(machine, plan) if mode == "systemd" else read_pid(machine, plan)) if running else None
     models: list[str] = []
     healthy = False
     if running and plan.is_server:
-        healthy = probe(target, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
-        return InstanceStatus(target.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
-                              running, healthy, [], plan.port, plan.log_path, tier_metrics(target, plan))
+        healthy = probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
+        return InstanceStatus(machine.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
+                              running, healthy, [], plan.port, plan.log_path, tier_metrics(machine, plan))
     if running:
-        answers = probe(target, plan, "/health", "/v1/models")
+        answers = probe(machine, plan, "/health", "/v1/models")
         healthy = answers["/health"]["status"] == 200
         models = model_ids(answers["/v1/models"]["body"])
-    return InstanceStatus(target.name, plan.deployment, plan.index, plan.engine, mode, plan.unit, pid,
+    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.engine, mode, plan.unit, pid,
                           running, healthy and bool(models), models, plan.port, plan.log_path)
 
 
-def saved_plans(target, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
-    """The instances recorded on the target (all deployments, or one), with their launch mode."""
+def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
+    """The instances recorded on the machine (all deployments, or one), with their launch mode."""
     from fxctl.errors import BadInput
     from fxctl.serve.render import NAME_RE, PATH_RE
 
@@ -294,7 +294,7 @@ def saved_plans(target, state_dir: str, name: str | None = None) -> list[tuple[I
     # the pattern is expanded by the shell on purpose; both parts are checked above
     pattern = f"{state_dir}/{name}/*/instance.json" if name else f"{state_dir}/*/*/instance.json"
     body = 'for f in $1; do [ -f "$f" ] && cat "$f" && echo "\036"; done; true'
-    res = target.run(script(body, pattern))
+    res = machine.run(script(body, pattern))
     found = []
     for chunk in res.stdout.split("\036"):
         if chunk.strip():

@@ -53,18 +53,18 @@ class Preflight:
         self.checks.append(Check(self.host, check, status, detail, fix))
 
 
-def run_preflight(target, settings: ServeSettings, *, install: bool = True, local: bool = False) -> Preflight:
-    result = Preflight(target.name)
-    check_mount(target, settings, result)
-    check_space(target, settings, result)
-    check_python(target, settings, result, install=install, local=local)
+def run_preflight(machine, settings: ServeSettings, *, install: bool = True, local: bool = False) -> Preflight:
+    result = Preflight(machine.name)
+    check_mount(machine, settings, result)
+    check_space(machine, settings, result)
+    check_python(machine, settings, result, install=install, local=local)
     if settings.engine == "vllm" and settings.device == "cpu":
-        check_model_dir(target, settings, result)
-        check_memory(target, settings, result)
+        check_model_dir(machine, settings, result)
+        check_memory(machine, settings, result)
     else:
-        check_gpus(target, settings, result)
-    check_migration(target, settings, result)
-    check_ports(target, settings, result)
+        check_gpus(machine, settings, result)
+    check_migration(machine, settings, result)
+    check_ports(machine, settings, result)
     return result
 
 
@@ -81,24 +81,24 @@ print(" ".join(busy))
 """
 
 
-def check_ports(target, settings: ServeSettings, result: Preflight) -> None:
+def check_ports(machine, settings: ServeSettings, result: Preflight) -> None:
     """Every port the deployment will listen on is free: a port another deployment serves would answer the
     readiness check for it, and the new one would never come up."""
     from fxctl.serve.render import plan_instances
 
-    ports = sorted({p.port for p in plan_instances(settings, target.name)} |
+    ports = sorted({p.port for p in plan_instances(settings, machine.name)} |
                    (set(mp_ports(settings)) if lmcache_mode(settings) == "mp" else set()))
-    res = target.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
+    res = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
     busy = res.stdout.split() if res.ok else []
     if not res.ok:
         result.add("ports", "warn", f"could not check ports {ports}: {res.tail(2)}", "check them by hand (ss -ltn)")
     elif busy:
-        result.add("ports", "failed", f"port(s) {', '.join(busy)} already in use on {target.name}",
+        result.add("ports", "failed", f"port(s) {', '.join(busy)} already in use on {machine.name}",
                    "stop what listens there (fxctl serve status shows fxctl's deployments) or pass --port")
     else:
         result.add("ports", "ok", f"{', '.join(map(str, ports))} free")
 
-def check_migration(target, settings: ServeSettings, result: Preflight) -> None:
+def check_migration(machine, settings: ServeSettings, result: Preflight) -> None:
     """A host upgraded from the in-process layout keeps its warm tier on disk: say what MP mode does with it."""
     from fxctl.serve.lmcache_mode import migration_note
 
@@ -106,25 +106,25 @@ def check_migration(target, settings: ServeSettings, result: Preflight) -> None:
     if mode != "mp":
         return
     old = [f"{settings.l2_dir}/{settings.name}-{i}" for i in range(settings.instances)]
-    res = target.run(script('for d in "$@"; do [ -n "$(ls -A "$d" 2>/dev/null)" ] && echo "$d"; done; true', *old))
+    res = machine.run(script('for d in "$@"; do [ -n "$(ls -A "$d" 2>/dev/null)" ] && echo "$d"; done; true', *old))
     note = migration_note(mode, res.stdout.split(), f"{settings.l2_dir}/{settings.name}-mp")
     if note:
         result.add("tier layout", "warn", note, "fxctl serve start --lmcache-mode in-process keeps using it")
 
 
-def check_model_dir(target, settings: ServeSettings, result: Preflight) -> None:
+def check_model_dir(machine, settings: ServeSettings, result: Preflight) -> None:
     if not settings.model.startswith("/"):
         result.add("model", "ok", f"{settings.model}: a model id (vLLM fetches it)")
         return
-    if target.run(sh("test", "-f", f"{settings.model}/config.json")).ok:
+    if machine.run(sh("test", "-f", f"{settings.model}/config.json")).ok:
         result.add("model", "ok", f"{settings.model} holds a model (config.json)")
     else:
         result.add("model", "failed", f"{settings.model} has no config.json",
                    f"fxctl serve make-model {settings.model} (the tiny model) or copy a model there")
 
 
-def check_memory(target, settings: ServeSettings, result: Preflight) -> None:
-    res = target.run(sh("cat", "/proc/meminfo"))
+def check_memory(machine, settings: ServeSettings, result: Preflight) -> None:
+    res = machine.run(sh("cat", "/proc/meminfo"))
     available = next((int(line.split()[1]) * 1024 for line in res.stdout.splitlines()
                       if line.startswith("MemAvailable:")), None)
     if available is None:
@@ -139,22 +139,22 @@ def check_memory(target, settings: ServeSettings, result: Preflight) -> None:
                "" if available >= need else "lower cpu_kv_cache_gb, l1_size or instances, or free memory")
 
 
-def existing_parent(target, path: str) -> str:
+def existing_parent(machine, path: str) -> str:
     body = 'd=$1; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; printf %s "$d"'
-    return target.run(script(body, path)).stdout.strip() or "/"
+    return machine.run(script(body, path)).stdout.strip() or "/"
 
 
-def check_mount(target, settings: ServeSettings, result: Preflight) -> None:
+def check_mount(machine, settings: ServeSettings, result: Preflight) -> None:
     soft = "warn" if settings.engine == "sim" or settings.device == "cpu" else "failed"
-    parent = existing_parent(target, settings.l2_dir)
-    res = target.run(sh("findmnt", "-n", "-o", "SOURCE,FSTYPE,TARGET", "--target", parent))
+    parent = existing_parent(machine, settings.l2_dir)
+    res = machine.run(sh("findmnt", "-n", "-o", "SOURCE,FSTYPE,TARGET", "--target", parent))
     fields = res.stdout.split()
     if not res.ok or len(fields) < 3:
         result.add("mount", soft, f"{settings.l2_dir}: findmnt found no mount ({res.tail(2) or 'no output'})",
                    "provision the array (fxctl provision) or fix serve.l2_dir")
         return
     source, fstype, mountpoint = fields[:3]
-    real = target.run(sh("readlink", "-f", source)).stdout.strip() or source
+    real = machine.run(sh("readlink", "-f", source)).stdout.strip() or source
     if not real.startswith("/dev/md"):
         result.add("mount", soft, f"{settings.l2_dir} is on {mountpoint} from {source} ({fstype}), not an md array",
                    "put serve.l2_dir on the provisioned array's mount (fxctl provision mounts it)")
@@ -162,16 +162,16 @@ def check_mount(target, settings: ServeSettings, result: Preflight) -> None:
     result.add("mount", "ok", f"{settings.l2_dir} on {mountpoint}: {real} ({fstype})")
 
 
-def check_space(target, settings: ServeSettings, result: Preflight) -> None:
-    parent = existing_parent(target, settings.l2_dir)
-    res = target.run(sh("df", "-B1", "--output=avail", parent))
+def check_space(machine, settings: ServeSettings, result: Preflight) -> None:
+    parent = existing_parent(machine, settings.l2_dir)
+    res = machine.run(sh("df", "-B1", "--output=avail", parent))
     lines = res.stdout.split()
     if not res.ok or not lines[-1:] or not lines[-1].isdigit():
         result.add("space", "failed", f"df on {parent} failed: {res.tail(2)}", "check the mount")
         return
     free = int(lines[-1])
     # what the instances' stores already hold counts as theirs
-    used = target.run(script('du -sb "$@" 2>/dev/null | awk \'{s+=$1} END {print s+0}\'',
+    used = machine.run(script('du -sb "$@" 2>/dev/null | awk \'{s+=$1} END {print s+0}\'',
                              *[f"{settings.l2_dir}/{settings.name}-{i}" for i in range(settings.instances)]))
     held = int(used.stdout.strip() or 0) if used.stdout.strip().isdigit() else 0
     need = settings.l2_bytes_per_instance * settings.instances
@@ -185,18 +185,18 @@ def check_space(target, settings: ServeSettings, result: Preflight) -> None:
                    "lower l2_size in the inventory (or --l2-size), or free space on the array")
 
 
-def python_facts(target, python: str, modules: list[str], site_dir: str | None = None) -> dict:
+def python_facts(machine, python: str, modules: list[str], site_dir: str | None = None) -> dict:
     command = sh(python, "-c", wheel.SOURCE_HASH, *modules)
     if site_dir:
         command = sh("env", f"PYTHONPATH={site_dir}", command)
-    res = target.run(command, timeout=120)
+    res = machine.run(command, timeout=120)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": res.tail(3) or f"exit {res.exit_code}"}
 
 
-def check_python(target, settings: ServeSettings, result: Preflight, *, install: bool, local: bool) -> None:
+def check_python(machine, settings: ServeSettings, result: Preflight, *, install: bool, local: bool) -> None:
     py = settings.python
     cpu = settings.engine == "vllm" and settings.device == "cpu"
     if settings.engine == "vllm":
@@ -207,7 +207,7 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
         modules = ["aiohttp", "yaml", "fxctl.cli", "fxctl.sim.server", "fxctl.kvtier"]
     if local:  # this machine runs this checkout: the engine gets it on PYTHONPATH
         result.site_dir = str(wheel.REPO)
-    facts = python_facts(target, py, modules, result.site_dir)
+    facts = python_facts(machine, py, modules, result.site_dir)
     if "error" in facts:
         result.add("python", "failed", f"{py} does not run: {facts['error']}", "install python3 or set serve.python")
         return
@@ -244,18 +244,18 @@ def check_python(target, settings: ServeSettings, result: Preflight, *, install:
         result.add("fxctl", "failed", f"{py}: {why}", "run without --no-install to push fxctl's wheel")
         return
     if settings.engine == "vllm":
-        install_into_env(target, settings, result, why, built, expected)
+        install_into_env(machine, settings, result, why, built, expected)
     else:
-        install_site(target, settings, result, why, modules, built, expected)
+        install_site(machine, settings, result, why, modules, built, expected)
 
 
-def install_into_env(target, settings: ServeSettings, result: Preflight, why: str, built, expected: str) -> None:
+def install_into_env(machine, settings: ServeSettings, result: Preflight, why: str, built, expected: str) -> None:
     """vLLM's env has pip: install our wheel there (no deps, no index: the host may have no network)."""
     remote = f"{settings.state_dir}/wheels/{built.name}"
-    target.upload(built, remote)
-    res = target.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+    machine.upload(built, remote)
+    res = machine.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                         "--force-reinstall", remote), timeout=300)
-    facts = python_facts(target, settings.python, ["fxctl.kvtier.lmcache_adapter"])
+    facts = python_facts(machine, settings.python, ["fxctl.kvtier.lmcache_adapter"])
     if res.ok and facts.get("fxctl_hash") == expected and not facts.get("missing"):
         result.add("fxctl", "fixed", f"was {why}; installed {built.name} into {settings.python}")
     else:
@@ -269,18 +269,18 @@ UNPACK = ('py=$1; dest=$2; shift 2; rm -rf "$dest.new" && mkdir -p "$dest.new" |
           'rm -rf "$dest" && mv "$dest.new" "$dest"')
 
 
-def install_site(target, settings: ServeSettings, result: Preflight, why: str, modules: list[str],
+def install_site(machine, settings: ServeSettings, result: Preflight, why: str, modules: list[str],
                  built, expected: str) -> None:
     """Emulator hosts may have neither pip nor network: unpack the wheels into private site dirs,
     fxctl's own (replaced whenever it changes) in front of its dependencies (unpacked once per set)."""
     own, deps = f"{settings.state_dir}/site-fxctl", f"{settings.state_dir}/site"
     path = f"{own}:{deps}"
-    facts = python_facts(target, settings.python, modules, path)
+    facts = python_facts(machine, settings.python, modules, path)
     if facts.get("fxctl_hash") == expected and not facts.get("missing"):
         result.site_dir = path
         result.add("fxctl", "ok", f"fxctl + aiohttp on PYTHONPATH {path} are this checkout")
         return
-    info = target.run(sh(settings.python, "-c",
+    info = machine.run(sh(settings.python, "-c",
                          "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"))
     parts = info.stdout.split()
     if not info.ok or len(parts) != 2:
@@ -289,20 +289,20 @@ def install_site(target, settings: ServeSettings, result: Preflight, why: str, m
     wheels = [w for w in wheel.dependency_wheels(parts[0], parts[1]) if not w.name.startswith("fxctl-")]
     stamp = f"{deps}/.fxctl-wheelhouse"
     wanted = " ".join(sorted(w.name for w in wheels))
-    have = target.run(sh("cat", stamp)).stdout.strip()
+    have = machine.run(sh("cat", stamp)).stdout.strip()
     staging = f"{settings.state_dir}/wheelhouse"
     steps = []
     if have != wanted:
-        target.run(sh("rm", "-rf", staging).then(sh("mkdir", "-p", staging)), check=True)
+        machine.run(sh("rm", "-rf", staging).then(sh("mkdir", "-p", staging)), check=True)
         for item in wheels:
-            target.upload(item, f"{staging}/{item.name}")
-        steps.append(target.run(script(UNPACK, settings.python, deps, *[f"{staging}/{w.name}" for w in wheels]),
+            machine.upload(item, f"{staging}/{item.name}")
+        steps.append(machine.run(script(UNPACK, settings.python, deps, *[f"{staging}/{w.name}" for w in wheels]),
                                 timeout=300))
         if steps[-1].ok:
-            target.write_text(stamp, wanted + "\n")
-    target.upload(built, f"{staging}/{built.name}")
-    steps.append(target.run(script(UNPACK, settings.python, own, f"{staging}/{built.name}"), timeout=120))
-    facts = python_facts(target, settings.python, modules, path)
+            machine.write_text(stamp, wanted + "\n")
+    machine.upload(built, f"{staging}/{built.name}")
+    steps.append(machine.run(script(UNPACK, settings.python, own, f"{staging}/{built.name}"), timeout=120))
+    facts = python_facts(machine, settings.python, modules, path)
     failed = [s for s in steps if not s.ok]
     if not failed and facts.get("fxctl_hash") == expected and not facts.get("missing"):
         result.site_dir = path
@@ -325,7 +325,7 @@ def count_gpus(vendor: str, stdout: str) -> int:
     return sum(1 for line in stdout.splitlines() if line.strip().startswith("card"))
 
 
-def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
+def check_gpus(machine, settings: ServeSettings, result: Preflight) -> None:
     if settings.engine == "sim":
         result.add("gpus", "ok", "emulator: no GPU needed")
         return
@@ -335,7 +335,7 @@ def check_gpus(target, settings: ServeSettings, result: Preflight) -> None:
         result.add("gpus", "warn", f"cannot count {settings.device} GPUs (no tool known); need {need}",
                    "check the GPU count by hand")
         return
-    res = target.run(tool)
+    res = machine.run(tool)
     if not res.ok:
         result.add("gpus", "failed", f"`{tool}` failed: {res.tail(2) or 'not found'}: no GPUs visible",
                    f"install the {settings.device} driver and tools, or use --engine sim")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from fxctl.errors import BadInput, FxError
 from fxctl.inventory.model import Host
 from fxctl.remote.pool import HostOutcome, run_on_hosts
-from fxctl.serve.target import LOCAL, LocalTarget, RemoteTarget
+from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
 
 
 @dataclass
@@ -25,10 +25,10 @@ class Where:
     def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
         if self.local:
             try:
-                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalTarget()))}
+                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalMachine()))}
             except FxError as exc:
                 return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
-        return run_on_hosts(self.hosts, lambda session: work(RemoteTarget(session)))
+        return run_on_hosts(self.hosts, lambda session: work(RemoteMachine(session)))
 
 
 

@@ -5,9 +5,9 @@
                  HBM KV capacity; or fixed delays for testing load generators
     tokens.py    tokenizer-free token ids and chained block hashes
     blocks.py    HBM KV blocks with vLLM's prefix cache
-    tiers.py     shared links (processor sharing, per-request cap) and chunk indexes
-    tierset.py   L1 + L2 as LMCache's connector sees them (fxctl's tier or LMCache's stock disk tier)
-    realtier.py  L2 through the real fxctl.kvtier store (--real-tier)
+    tier_model.py shared links (processor sharing, per-request cap) and chunk indexes
+    connector.py L1 + L2 as LMCache's connector sees them (fxctl's tier or LMCache's stock disk tier)
+    real_l2.py   L2 through the real fxctl.kvtier store (--real-tier)
     engine.py    continuous batching in model time: admission, preemption, tier loads, offload
     virtual.py   the engine in virtual time (closed-loop clients) for calibration and tests
     calibrate.py the R2 calibration

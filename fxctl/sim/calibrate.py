@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field
 
 from fxctl.kvtier.config import CHUNK_TOKENS
+from fxctl.sim.connector import build_tiers
 from fxctl.sim.engine import Engine
 from fxctl.sim.profile import Profile
-from fxctl.sim.tierset import build_tiers
 from fxctl.sim.virtual import RunSummary, distinct_prompts, run_closed_loop
 
 TOLERANCE = 0.15
@@ -185,7 +185,7 @@ def calibrate(profile: Profile, requests_per_client: int | None = None) -> Calib
 
 def working_set_warnings(profile: Profile, workload: Workload) -> list[str]:
     """Cold recovery assumes every prompt's KV survives in L2; say so when it cannot."""
-    from fxctl.sim.tierset import tier_rates
+    from fxctl.sim.connector import tier_rates
 
     capacity = tier_rates(profile).l2_chunks
     chunk = int(profile.get("tiers", "chunk_tokens", CHUNK_TOKENS))

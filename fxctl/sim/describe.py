@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fxctl.sim.connector import tier_rates
 from fxctl.sim.cost import hbm_kv_blocks, kv_bytes_per_token
 from fxctl.sim.profile import Profile
-from fxctl.sim.tierset import tier_rates
 
 
 def describe_profile(profile: Profile) -> dict:

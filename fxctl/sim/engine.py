@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.sim.blocks import BlockPool
+from fxctl.sim.connector import TierSet, build_tiers
 from fxctl.sim.cost import FixedDelayModel, ScheduledWork, cost_model, hbm_kv_blocks
 from fxctl.sim.profile import Profile
 from fxctl.sim.request import FINISHED, LOADING, RUNNING, WAITING, SimRequest
 from fxctl.sim.stats import EngineStats
-from fxctl.sim.tierset import TierSet, build_tiers
 
 UNBOUNDED_BUDGET = 1 << 40
 

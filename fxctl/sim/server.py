@@ -11,9 +11,9 @@ from pathlib import Path
 from aiohttp import web
 
 from fxctl.sim.app import EMULATOR_NOTE, ServerConfig, build_app
+from fxctl.sim.connector import build_tiers
 from fxctl.sim.engine import Engine
 from fxctl.sim.profile import Profile
-from fxctl.sim.tierset import build_tiers
 
 
 @dataclass
@@ -30,7 +30,7 @@ class ServeOptions:
 def build_engine(profile: Profile, options: ServeOptions) -> Engine:
     l2 = None
     if options.real_tier is not None:
-        from fxctl.sim.realtier import open_real_l2
+        from fxctl.sim.real_l2 import open_real_l2
         l2 = open_real_l2(profile, options.real_tier, options.real_tier_scale)
     return Engine(profile, offload=options.offload, tiers=build_tiers(profile, l2=l2))
 

@@ -110,7 +110,7 @@ def write_plot(trials: list[dict], path: Path, summary: dict) -> Path | None:
         ax_ttft.plot(cs, [t["result"]["median_ttft_ms"] / 1000 for t in points], style, label=label)
     for limit in summary["slo"].split(","):
         if limit.strip().startswith("ttft_p50<="):
-            from fxctl.bench.metrics import parse_slo
+            from fxctl.loadgen.metrics import parse_slo
             ax_ttft.axhline(parse_slo(limit)[0].bound_s, color="red", linewidth=0.8, label="SLO")
     if summary["best"]:
         ax_tp.plot([summary["best"]["concurrency"]], [summary["best"]["output_throughput"]], "r*", markersize=14,

@@ -1,6 +1,6 @@
 """A tuning run from start to outputs: create (or resume) the run directory, run the tuner, write the summary.
 
-The library prints nothing: progress goes to the `progress` object the caller passes (fxctl.tune.run's
+The library prints nothing: progress goes to the `progress` object the caller passes (fxctl.tune.sweep's
 TuneProgress; the CLI draws one line per trial), and Ctrl-C (or SIGTERM) raises `Interrupted`, which names the
 run directory to resume.
 """
@@ -13,8 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fxctl.tune.report import assemble, write_outputs
-from fxctl.tune.run import TuneOptions, TuneProgress, Tuner, check_options
 from fxctl.tune.store import RunStore, default_run_dir
+from fxctl.tune.sweep import TuneOptions, TuneProgress, Tuner, check_options
 
 
 class Interrupted(KeyboardInterrupt):

@@ -1,6 +1,6 @@
 """The cold-restart benchmark's bookkeeping (no vLLM): rotated orders and the summary over repeats."""
 
-from fxctl.bench.cold_restart import compare, orders, summarize_repeats
+from fxctl.loadgen.cold_restart import compare, orders, summarize_repeats
 
 
 def result(ttft_ms: float, hits: float, asked: float, fill: dict, measured: dict) -> dict:

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from fxctl.bench.metrics import failed_too_many
 from fxctl.errors import ExitCode
+from fxctl.loadgen.metrics import failed_too_many
 from tests.support.cli import run_main
 
 

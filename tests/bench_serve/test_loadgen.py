@@ -6,10 +6,10 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from fxctl.bench.loadgen import LoadSpec, run
-from fxctl.bench.metrics import parse_slo, per_token_gaps, percentile
-from fxctl.bench.workloads import WorkloadSpec
 from fxctl.cli import cli
+from fxctl.loadgen.generator import LoadSpec, run
+from fxctl.loadgen.metrics import parse_slo, per_token_gaps, percentile
+from fxctl.loadgen.workloads import WorkloadSpec
 from fxctl.tune.server import ServerProcess, sim_argv
 
 TTFT_S, TPOT_S = 0.100, 0.010   # profiles/fixed-delays.yaml

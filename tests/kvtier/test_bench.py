@@ -2,9 +2,9 @@
 
 from click.testing import CliRunner
 
-from fxctl.bench.chunks import LLAMA_8B_TP1, QWEN_480B_TP8, ChunkSource
-from fxctl.bench.tier import TierBenchSpec, bench_l1_hits, bench_recovery
 from fxctl.cli import cli
+from fxctl.tierbench.bench import TierBenchSpec, bench_l1_hits, bench_recovery
+from fxctl.tierbench.chunks import LLAMA_8B_TP1, QWEN_480B_TP8, ChunkSource
 
 
 def test_chunk_shapes_are_the_real_models_per_rank_sizes():
@@ -35,7 +35,7 @@ def test_bench_tier_has_help_and_json_is_the_global_option():
 
 
 def test_bench_tier_scratch_defaults_under_the_cache_dir(tmp_path, monkeypatch):
-    import fxctl.bench.tier as tier
+    import fxctl.tierbench.bench as tier
 
     seen = {}
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -48,7 +48,7 @@ def test_bench_tier_scratch_defaults_under_the_cache_dir(tmp_path, monkeypatch):
 
 
 def test_restore_harness_verifies_every_chunk_outside_the_timer(tmp_path):
-    from fxctl.bench.restore import measure
+    from fxctl.tierbench.restore import measure
 
     out = measure("fxctl", str(tmp_path / "fx"), QWEN_480B_TP8, 3 * QWEN_480B_TP8.nbytes,
                   2 * QWEN_480B_TP8.nbytes, io_threads=2, passes=2)
@@ -58,7 +58,7 @@ def test_restore_harness_verifies_every_chunk_outside_the_timer(tmp_path):
 
 
 def test_ratios_compare_fxctl_with_the_best_lmcache_adapter_in_its_harness():
-    from fxctl.bench.tier import lmcache_harness_ratios
+    from fxctl.tierbench.bench import lmcache_harness_ratios
 
     def run(name, load, cpu):
         return {"adapter": name, "in_flight": 4, "load_mbps": {"min": load, "avg": load, "max": load},

@@ -54,9 +54,9 @@ def test_vllm_preflight_on_a_plain_disk_names_host_check_and_fix(tmp_path):
 
 def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_path):
     """Issue 14.4: an in-process tier left by an older fxctl is neither used silently nor touched."""
+    from fxctl.serve.machine import LocalMachine
     from fxctl.serve.preflight import Preflight, check_migration
     from fxctl.serve.render import settings_from
-    from fxctl.serve.target import LocalTarget
     from fxctl.sim.profile import load_profile
 
     old = tmp_path / "main-0" / "rank0of8"
@@ -64,12 +64,12 @@ def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_pa
     (old / "journal.0").write_bytes(b"warm")
     settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), l2_dir=str(tmp_path))
     result = Preflight("local")
-    check_migration(LocalTarget(), settings, result)
+    check_migration(LocalMachine(), settings, result)
     (check,) = result.checks
     assert check.status == "warn" and f"{tmp_path}/main-0" in check.detail and "--lmcache-mode in-process" in check.fix
     assert (old / "journal.0").read_bytes() == b"warm"
     in_process = settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), l2_dir=str(tmp_path),
                                lmcache_mode="in-process")
     quiet = Preflight("local")
-    check_migration(LocalTarget(), in_process, quiet)
+    check_migration(LocalMachine(), in_process, quiet)
     assert quiet.checks == []

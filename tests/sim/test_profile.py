@@ -85,9 +85,9 @@ def test_every_roofline_profile_serves_a_long_prefix_from_l2_at_the_per_request_
     """A lone request's prefix comes back from L2 at the per-request read rate. Where that beats recompute
     is the profile's business: on the MI308X (R2) it does; on H200 and Atlas, whose L2 parameters are
     carried over from the R2 fit, a lone 32K-token bf16 prefix recomputes faster than it loads."""
+    from fxctl.sim.connector import tier_rates
     from fxctl.sim.engine import Engine
     from fxctl.sim.request import SimRequest
-    from fxctl.sim.tierset import tier_rates
 
     profile = load_profile(name)
     tokens = min(32_768, profile.get("model", "max_model_len") // 2)

@@ -2,10 +2,10 @@
 
 import pytest
 
+from fxctl.sim.connector import build_tiers
 from fxctl.sim.engine import Engine
 from fxctl.sim.profile import load_profile
 from fxctl.sim.request import SimRequest
-from fxctl.sim.tierset import build_tiers
 
 from .support import sim_server, value
 
@@ -23,7 +23,7 @@ def serve(engine, req):
 
 
 def test_cold_prefix_is_read_back_from_the_real_store_and_timed(tmp_path):
-    from fxctl.sim.realtier import open_real_l2
+    from fxctl.sim.real_l2 import open_real_l2
 
     profile = load_profile("lab")
     real = open_real_l2(profile, tmp_path / "l2", scale=8)

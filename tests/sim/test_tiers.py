@@ -3,7 +3,7 @@
 import pytest
 
 from fxctl.sim.blocks import BlockPool
-from fxctl.sim.tiers import ChunkIndex, SharedLink
+from fxctl.sim.tier_model import ChunkIndex, SharedLink
 
 
 def run_until_done(link: SharedLink) -> dict[int, float]:

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from fxctl.bench.metrics import RequestRecord, summarize
 from fxctl.errors import ExitCode
-from fxctl.tune.run import Tuner
+from fxctl.loadgen.metrics import RequestRecord, summarize
+from fxctl.tune.sweep import Tuner
 from tests.support.cli import run_main
 
 
-class FakeTarget:
+class FakeDriver:
     """Answers every trial with the same per-request TTFT (seconds), as a server reporting model time would."""
 
     def __init__(self, ttft_s: float):
@@ -27,7 +27,7 @@ class FakeTarget:
 
 
 def run_tune(monkeypatch, capsys, tmp_path, ttft_s: float) -> tuple[int, str, str]:
-    monkeypatch.setattr(Tuner, "target", lambda self: FakeTarget(ttft_s))
+    monkeypatch.setattr(Tuner, "driver", lambda self: FakeDriver(ttft_s))
     return run_main(["-o", "json", "tune", "--target", "url", "--url", "http://127.0.0.1:9", "--slo", "ttft_p50<=1s",
                      "--concurrency", "1,2,4", "--start", "1", "--run-dir", str(tmp_path / "run")], monkeypatch, capsys)
 

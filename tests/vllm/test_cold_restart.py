@@ -4,7 +4,7 @@ memory). Functional facts only: the speed figures are printed by `fxctl bench co
 
 from __future__ import annotations
 
-from fxctl.bench.cold_restart import ColdRestartSpec, run
+from fxctl.loadgen.cold_restart import ColdRestartSpec, run
 
 
 def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(serving_python, tiny_model, local_state,

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from fxctl.bench.metrics import parse_counters
+from fxctl.loadgen.metrics import parse_counters
 
 PORT = 8211
 METRICS = f"http://127.0.0.1:{PORT + 502}/metrics"   # the server's tier metrics (fxctl.serve.lmcache_mode)

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fxctl.bench.loadgen import LoadSpec
-from fxctl.bench.loadgen import run as run_load
-from fxctl.bench.metrics import Limit, RequestRecord, summarize
-from fxctl.bench.workloads import WorkloadSpec
 from fxctl.errors import BadInput
+from fxctl.loadgen.generator import LoadSpec
+from fxctl.loadgen.generator import run as run_load
+from fxctl.loadgen.metrics import Limit, RequestRecord, summarize
+from fxctl.loadgen.workloads import WorkloadSpec
 from fxctl.tune.profiles import settings_key, write_profile
 from fxctl.tune.server import ServerProcess, sim_argv
 
@@ -28,7 +28,7 @@ class TrialLoad:
     clock: str
 
 
-class SimTarget:
+class SimDriver:
     """`fxctl sim serve` restarted (in its own process group) only when the server settings change."""
 
     def __init__(self, profile_path: Path, run_dir: Path):
@@ -59,7 +59,7 @@ class SimTarget:
         self.server = None
 
 
-class UrlTarget:
+class UrlDriver:
     """A server someone else runs: only the load can change."""
 
     def __init__(self, url: str):
@@ -80,7 +80,7 @@ def load_spec(url: str, concurrency: int, load: TrialLoad) -> LoadSpec:
                     reset_caches=True)
 
 
-class VirtualTarget:
+class VirtualDriver:
     """The emulator's engine in virtual time, driven by closed-loop clients exactly as the HTTP server
     would be (same engine, same workload shape); no HTTP, no sleeping."""
 

@@ -1,5 +1,5 @@
 """LMCache's in-process disk tier (LocalDiskBackend, O_DIRECT on) on the same data and disk, timed by
-fxctl.bench.restore like every other backend.
+fxctl.tierbench.restore like every other backend.
 
 Runs inside a real LMCache StorageManager on the CPU; needs `lmcache` (and torch) installed.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fxctl.bench.chunks import ChunkShape
+from fxctl.tierbench.chunks import ChunkShape
 from fxctl.units import GIB, MIB
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def lmcache_key(shape: ChunkShape, i: int):
 
 class LocalDiskBackendRun:
     """LMCache's LocalDiskBackend (O_DIRECT on, disk_io_threads = io_threads) behind the interface that
-    fxctl.bench.restore times: put, finish_puts, reopen, found, load, release, close.
+    fxctl.tierbench.restore times: put, finish_puts, reopen, found, load, release, close.
 
     Its disk index lives in memory only, so reopen() keeps the same manager (a new one finds nothing) and
     found() asks a second StorageManager over the same directory: what a restart would see."""

@@ -15,8 +15,8 @@ from typing import Any
 
 from fxctl.errors import BadInput
 from fxctl.paths import playbook_runs_dir
-from fxctl.run.measures import compare, measure
-from fxctl.run.playbook import Playbook, Stage
+from fxctl.playbook.measures import compare, measure
+from fxctl.playbook.model import Playbook, Stage
 
 OUTPUT_TAIL = 2000
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from fxctl.bench.disk import drop_page_cache
+from fxctl.tierbench.disk import drop_page_cache
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -128,7 +128,7 @@ def bench_l2(adapter_json: dict, only: str, data_size_kb: int, num_keys: int, in
 
 def run_adapter(spec: AdapterSpec, directory: str, data_size_kb: int, num_keys: int, in_flight: int,
                 rounds: int) -> L2Run:
-    from fxctl.bench.disk import cached_bytes
+    from fxctl.tierbench.disk import cached_bytes
 
     run = L2Run(spec.name, data_size_kb, num_keys, in_flight, rounds)
     shutil.rmtree(directory, ignore_errors=True)

@@ -1,7 +1,7 @@
 """`fxctl tune`: server settings in the outer loop, a concurrency search inside, every trial on disk.
 
 For each configuration of server settings, a search generator proposes concurrencies and receives each
-trial's observation (`search.send(obs)`); the target restarts the server only when settings change (and
+trial's observation (`search.send(obs)`); the driver restarts the server only when settings change (and
 only when a trial must actually be measured, so a finished run resumes without starting anything).
 """
 
@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from fxctl.bench.metrics import Limit, RequestRecord, parse_slo
-from fxctl.bench.workloads import WorkloadSpec
 from fxctl.errors import BadInput
+from fxctl.loadgen.metrics import Limit, RequestRecord, parse_slo
+from fxctl.loadgen.workloads import WorkloadSpec
+from fxctl.tune.drivers import SimDriver, TrialLoad, UrlDriver, VirtualDriver
 from fxctl.tune.profiles import parse_params, settings_key
 from fxctl.tune.search import (
     DEFAULT_GRID,
@@ -28,7 +29,6 @@ from fxctl.tune.search import (
     with_repeats,
 )
 from fxctl.tune.store import RunStore
-from fxctl.tune.targets import SimTarget, TrialLoad, UrlTarget, VirtualTarget
 
 TARGETS = ("sim", "virtual", "url", "vllm")
 
@@ -145,23 +145,23 @@ class Tuner:
         self.trials: list[dict] = []
         self.measured = 0
 
-    def target(self):
+    def driver(self):
         if self.options.target == "sim":
-            return SimTarget(self.profile_path, self.store.dir)
+            return SimDriver(self.profile_path, self.store.dir)
         if self.options.target == "virtual":
-            return VirtualTarget(self.profile_path)
+            return VirtualDriver(self.profile_path)
         if self.options.target == "vllm":
-            from fxctl.tune.vllm_target import VllmTarget, VllmTargetSpec
+            from fxctl.tune.vllm_driver import VllmDriver, VllmDriverSpec
             if not (self.options.python and self.options.model and self.options.l2_dir):
                 raise BadInput("--target vllm needs the serving env's python, a model and an L2 directory",
                                "fxctl serve install-env and make-model give the defaults")
-            return VllmTarget(VllmTargetSpec(self.options.profile, self.options.python, self.options.model,
+            return VllmDriver(VllmDriverSpec(self.options.profile, self.options.python, self.options.model,
                                              self.options.l2_dir))
         if not self.options.url:
             raise BadInput("--target url needs --url", "e.g. --url http://127.0.0.1:8000")
-        return UrlTarget(self.options.url)
+        return UrlDriver(self.options.url)
 
-    def trial(self, target, settings: dict, kind: str, concurrency: int, load: TrialLoad) -> dict:
+    def trial(self, driver, settings: dict, kind: str, concurrency: int, load: TrialLoad) -> dict:
         key = settings_key(settings)
         self.progress.begin(f"{key} {kind} c={concurrency}", self.total)
         found = self.store.load_trial(key, kind, concurrency)
@@ -171,7 +171,7 @@ class Tuner:
             self.progress.end(found)
             return found
         started = time.perf_counter()
-        result = target.measure(settings, concurrency, load, self.progress.running)
+        result = driver.measure(settings, concurrency, load, self.progress.running)
         trial = {"settings": settings, "settings_key": key, "kind": kind, "concurrency": concurrency,
                  "result": result, "margin": judge(result, self.limits), "slo": self.options.slo,
                  "wall_s": time.perf_counter() - started, "target": self.options.target}
@@ -184,7 +184,7 @@ class Tuner:
         return trial
 
     def run(self) -> dict:
-        target = self.target()
+        driver = self.driver()
         searches = []
         try:
             for settings in self.configs:
@@ -197,7 +197,7 @@ class Tuner:
                 def measure(c: int, s=settings, runs=runs) -> Observation:
                     runs[c] += 1
                     kind = "search" if runs[c] == 1 else f"search-r{runs[c]}"
-                    return observe(self.trial(target, s, kind, c, self.load))
+                    return observe(self.trial(driver, s, kind, c, self.load))
 
                 chosen, seen = drive(search, measure)
                 searches.append({"settings": settings, "settings_key": settings_key(settings),
@@ -205,10 +205,10 @@ class Tuner:
             best = max((s for s in searches if s["chosen"]), key=lambda s: s["chosen"]["throughput"], default=None)
             baseline = None
             if best and self.options.baseline == "no-offload":
-                baseline = self.trial(target, {**best["settings"], "serving.offload": False}, "baseline",
+                baseline = self.trial(driver, {**best["settings"], "serving.offload": False}, "baseline",
                                       best["chosen"]["concurrency"], self.baseline_load())
         finally:
-            target.close()
+            driver.close()
         return {"searches": searches, "best": best, "baseline": baseline}
 
     def baseline_load(self) -> TrialLoad:

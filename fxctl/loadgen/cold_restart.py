@@ -7,7 +7,7 @@ Deployments of the same engine, model and prompts, one after another, each throu
   fxctl-in-process  fxctl's tier as LMCache's in-process storage plugin, under fxctl's CPU connector.
 For each: start, send every prompt once (phase 1: the tiers fill), restart the serving processes (phase 2:
 vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
-stop. All three are timed by the same load generator (fxctl.bench.loadgen) with the same prompts (a
+stop. All three are timed by the same load generator (fxctl.loadgen.generator) with the same prompts (a
 fixed nonce), concurrency and output length, greedy decoding with logprobs. Reported as R2 reports cold
 recovery: TTFT p50, output tok/s, gain against recompute; plus the share of the prompt tokens a
 connector can supply that vLLM got from its KV connector (vLLM's own external prefix-cache counters;
@@ -86,9 +86,9 @@ def restart(settings, ready_timeout_s: float) -> Callable[[], dict]:
 
 
 def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], None]) -> dict:
-    from fxctl.bench.loadgen import LoadSpec
-    from fxctl.bench.loadgen import run as run_load
-    from fxctl.bench.workloads import WorkloadSpec
+    from fxctl.loadgen.generator import LoadSpec
+    from fxctl.loadgen.generator import run as run_load
+    from fxctl.loadgen.workloads import WorkloadSpec
     from fxctl.serve import deploy
     from fxctl.serve.render import plan_instances
 

@@ -14,15 +14,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fxctl.bench.loadgen import run as run_load
 from fxctl.errors import FxError
+from fxctl.loadgen.generator import run as run_load
 from fxctl.tune.profiles import settings_key
 
 NAME = "tune"
 
 
 @dataclass(frozen=True)
-class VllmTargetSpec:
+class VllmDriverSpec:
     profile: str                 # a real-serving profile (e.g. cpu-tiny)
     python: str                  # the serving env's interpreter
     model: str
@@ -31,7 +31,7 @@ class VllmTargetSpec:
     ready_timeout_s: float = 900.0
 
 
-def deployment(spec: VllmTargetSpec, settings: dict):
+def deployment(spec: VllmDriverSpec, settings: dict):
     from fxctl.serve.deploy import local_state_dir
     from fxctl.serve.render import settings_from
     from fxctl.sim.profile import load_profile
@@ -44,10 +44,10 @@ def deployment(spec: VllmTargetSpec, settings: dict):
     return replace(serve, dev_endpoints=True)
 
 
-class VllmTarget:
+class VllmDriver:
     """Real vLLM restarted (through fxctl serve) only when the server settings change."""
 
-    def __init__(self, spec: VllmTargetSpec):
+    def __init__(self, spec: VllmDriverSpec):
         self.spec = spec
         self.running = None
         self.key: str | None = None
@@ -68,8 +68,8 @@ class VllmTarget:
         return f"http://127.0.0.1:{self.spec.port}"
 
     def measure(self, settings: dict, concurrency: int, load, progress: Callable | None) -> dict:
-        from fxctl.bench.cold_restart import model_vocab
-        from fxctl.tune.targets import load_spec
+        from fxctl.loadgen.cold_restart import model_vocab
+        from fxctl.tune.drivers import load_spec
 
         url = self.ensure(settings)
         workload = replace(load.workload, vocab=model_vocab(self.spec.model))

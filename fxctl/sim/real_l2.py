@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fxctl.errors import BadInput, NotImplementedYet
 from fxctl.sim.profile import Profile
-from fxctl.sim.tiers import SharedLink, Transfer
+from fxctl.sim.tier_model import SharedLink, Transfer
 
 DEFAULT_SCALE = 32
 PAGE = 64 * 1024
@@ -76,7 +76,7 @@ def open_real_l2(profile: Profile, directory: Path, scale: float = DEFAULT_SCALE
         raise NotImplementedYet(
             "--real-tier needs fxctl.kvtier's store, which is not in this installation",
             "run without --real-tier (L2 timing is then modelled from the profile)") from exc
-    from fxctl.sim.tierset import tier_rates
+    from fxctl.sim.connector import tier_rates
 
     if profile.cost_model == "fixed":
         raise BadInput(f"{profile.path}: --real-tier needs a roofline profile (this one has fixed delays)",

@@ -1,6 +1,6 @@
 """One backend's store and cold restore, timed by the same code for every backend (`fxctl bench tier`).
 
-Run in a fresh process per backend (`python -m fxctl.bench.restore --backend fxctl ...`; the result is the
+Run in a fresh process per backend (`python -m fxctl.tierbench.restore --backend fxctl ...`; the result is the
 last line of stdout, JSON), so no backend inherits another's page cache, heap or threads. The rules:
 - only the backend's own calls are inside the timer (and the CPU-time window); the byte-for-byte check of
   every restored chunk runs after the timer stops, batch by batch, for every backend alike;
@@ -20,10 +20,10 @@ import shutil
 import statistics
 import time
 
-from fxctl.bench.chunks import SHAPES, ChunkShape, ChunkSource
-from fxctl.bench.disk import cached_bytes, drop_page_cache
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, IO_THREADS, MIB, padded
+from fxctl.tierbench.chunks import SHAPES, ChunkShape, ChunkSource
+from fxctl.tierbench.disk import cached_bytes, drop_page_cache
 
 
 def cpu_seconds() -> float:
@@ -85,7 +85,7 @@ def make_backend(name: str, directory: str, shape: ChunkShape, chunks: int, batc
     if name == "fxctl":
         return FxctlBackend(directory, shape, chunks, batch, io_threads)
     if name == "lmcache-localdisk":
-        from fxctl.bench.lmcache_disk import LocalDiskBackendRun
+        from fxctl.tierbench.lmcache_disk import LocalDiskBackendRun
 
         return LocalDiskBackendRun(directory, shape, chunks, batch, io_threads)
     raise ValueError(f"unknown backend {name}")

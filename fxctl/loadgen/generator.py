@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from fxctl.bench.metrics import (
+from fxctl.loadgen.metrics import (
     Limit,
     RequestRecord,
     on_model_clock,
@@ -27,7 +27,7 @@ from fxctl.bench.metrics import (
     summarize,
     tier_hit_rates,
 )
-from fxctl.bench.workloads import Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
+from fxctl.loadgen.workloads import Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
 
 JSON = {"Content-Type": "application/json"}
 Progress = Callable[[list[RequestRecord], float], None]

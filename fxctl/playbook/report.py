@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fxctl.output import table
-from fxctl.run.playbook import Playbook
-from fxctl.run.runner import StageResult
+from fxctl.playbook.model import Playbook
+from fxctl.playbook.runner import StageResult
 
 
 def fmt(value) -> str:

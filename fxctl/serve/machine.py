@@ -17,7 +17,7 @@ from fxctl.remote.session import HostSession, RunResult
 LOCAL = "local"
 
 
-class LocalTarget:
+class LocalMachine:
     """This machine: commands through `sh -c`, files written directly."""
 
     name = LOCAL
@@ -51,7 +51,7 @@ class LocalTarget:
         pass
 
 
-class RemoteTarget:
+class RemoteMachine:
     """A host over SSH (fxctl.remote): host key verified, sudo when the inventory says so."""
 
     def __init__(self, session: HostSession):

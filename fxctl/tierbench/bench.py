@@ -1,11 +1,11 @@
 """`fxctl bench tier`: the KV tier against the medium's limit and against LMCache, measured fairly.
 
 Two harnesses, one run, one medium (the --dir's filesystem), reported side by side as same-run ratios:
-- fxctl's (fxctl/bench/restore.py): fxctl's TierStore and LMCache's in-process LocalDiskBackend, each in a
+- fxctl's (fxctl/tierbench/restore.py): fxctl's TierStore and LMCache's in-process LocalDiskBackend, each in a
   fresh process, timed by the same code, verification of every chunk outside the timer, page cache dropped
   (and checked with fincore) before each cold pass, the same thread count; the order of the backends is
   alternated between sizes and repeats and reported.
-- LMCache's own (`lmcache bench l2`, fxctl/bench/l2_anchor.py): fs_native O_DIRECT, raw_block (posix and
+- LMCache's own (`lmcache bench l2`, fxctl/tierbench/l2_anchor.py): fs_native O_DIRECT, raw_block (posix and
   io_uring, on a file) and fxctl's tier as a `plugin` adapter; store and cold load in separate processes.
 The ceiling is the best fio over numjobs x iodepth x buffer kind (malloc, huge pages) at the chunk's own
 request size. CPU seconds per GB for everything. Plus: L1 hits against a plain copy, index recovery time.
@@ -22,13 +22,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from fxctl.bench.chunks import SHAPES, ChunkSource
-from fxctl.bench.disk import best, fio_sweep
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, IO_THREADS, MIB, padded
 from fxctl.kvtier.l2 import write_index_only
 from fxctl.paths import bench_scratch_dir
+from fxctl.tierbench.chunks import SHAPES, ChunkSource
+from fxctl.tierbench.disk import best, fio_sweep
 
 log = logging.getLogger(__name__)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,7 +103,7 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
     out["fxctl_harness"] = {b: merge_runs([r for r in out["runs"] if r.get("backend") == b]) for b in backends}
     out["order"] = [r.get("backend") for r in out["runs"]]
     if spec.l2_harness:
-        from fxctl.bench.l2_anchor import adapters, run_adapter, verify_adapter
+        from fxctl.tierbench.l2_anchor import adapters, run_adapter, verify_adapter
 
         out["lmcache_harness"] = []
         for depth in spec.in_flight:
@@ -119,8 +119,8 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
 
 
 def run_child(spec: TierBenchSpec, backend: str, size: str) -> dict:
-    """One backend in a fresh process (fxctl/bench/restore.py); its JSON result, or {'error': ...}."""
-    cmd = [sys.executable, "-m", "fxctl.bench.restore", "--backend", backend, "--size", size,
+    """One backend in a fresh process (fxctl/tierbench/restore.py); its JSON result, or {'error': ...}."""
+    cmd = [sys.executable, "-m", "fxctl.tierbench.restore", "--backend", backend, "--size", size,
            "--dir", os.path.join(spec.directory, backend), "--total", str(spec.total_bytes),
            "--batch", str(spec.batch_bytes), "--io-threads", str(spec.io_threads), "--passes", str(spec.passes)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
@@ -135,7 +135,7 @@ def run_child(spec: TierBenchSpec, backend: str, size: str) -> dict:
 
 def merge_runs(runs: list[dict]) -> dict:
     """Every cold pass of every process of one backend, pooled: min/median/max."""
-    from fxctl.bench.restore import spread
+    from fxctl.tierbench.restore import spread
 
     ok = [r for r in runs if "error" not in r]
     if not ok:

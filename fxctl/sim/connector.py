@@ -15,7 +15,7 @@ from fxctl.sim.cost import kv_bytes_per_token
 from fxctl.sim.profile import Profile
 from fxctl.sim.request import SimRequest
 from fxctl.sim.stats import EngineStats
-from fxctl.sim.tiers import L2Store, ModelledTier, SharedLink, Transfer
+from fxctl.sim.tier_model import L2Store, ModelledTier, SharedLink, Transfer
 from fxctl.units import GB
 
 

@@ -14,7 +14,7 @@ from fxctl.inventory.fields import Bool, Str, between, checked, items, one_of, r
 from fxctl.inventory.problems import problems_of
 from fxctl.inventory.source import Document, SyntaxProblem, load_yaml_file
 from fxctl.inventory.validators import name as valid_name
-from fxctl.run.measures import OPS, REDUCERS, parse_path
+from fxctl.playbook.measures import OPS, REDUCERS, parse_path
 
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
