@@ -13,6 +13,7 @@ from fxctl import __version__
 from fxctl.cli.context import App
 from fxctl.errors import ExitCode, FxError
 from fxctl.output import FORMATS
+from fxctl.remote.progress import show_progress
 
 # (module under fxctl.cli, attribute): each is a click command or group
 COMMAND_MODULES = (
@@ -44,6 +45,8 @@ def cli(ctx: click.Context, inventory_path, output_format, verbose, show_traceba
                         format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = App(inventory_path=inventory_path, output_format=output_format,
                   verbose=verbose, show_traceback=show_traceback)
+    # hosts answering a fan-out show on stderr (in place on a terminal); stdout stays the command's output
+    ctx.with_resource(show_progress())
 
 
 for _name in COMMAND_MODULES:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from fxctl.errors import FxError
 from fxctl.inventory.model import Host
+from fxctl.remote import progress
 from fxctl.remote.journal import RunJournal
 from fxctl.remote.session import HostSession, open_session
 
@@ -30,7 +31,8 @@ class HostOutcome(Generic[T]):
 def run_on_hosts(hosts: list[Host], work: Callable[[HostSession], T], *,
                  journal: RunJournal | None = None, max_workers: int = DEFAULT_WORKERS,
                  on_done: Callable[[HostOutcome], Any] | None = None) -> dict[str, HostOutcome[T]]:
-    """Connect to each host and call `work(session)`; the result dict has every host, in input order."""
+    """Connect to each host and call `work(session)`; the result dict has every host, in input order.
+    Each answer is reported to the progress display the caller installed (fxctl.remote.progress)."""
 
     def one(host: Host) -> HostOutcome[T]:
         start = time.monotonic()
@@ -44,12 +46,17 @@ def run_on_hosts(hosts: list[Host], work: Callable[[HostSession], T], *,
             outcome = HostOutcome(host.name, False, error=f"internal error: {exc!r}",
                                   hint=traceback.format_exc(limit=3).strip().splitlines()[-1])
         outcome.duration_s = time.monotonic() - start
+        wave.answered(outcome.ok)
         if on_done:
             on_done(outcome)
         return outcome
 
     if not hosts:
         return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
-        outcomes = list(pool.map(one, hosts))
+    wave = progress.current().wave(len(hosts))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
+            outcomes = list(pool.map(one, hosts))
+    finally:
+        wave.close()
     return {o.host: o for o in outcomes}
