@@ -98,7 +98,9 @@ def test_qemu_argv_loopback_only_restricted_and_pvh(tmp_path):
     assert "stream,id=link0,server=on,addr.type=inet,addr.host=127.0.0.1,addr.port=40100" in line
     assert "host_mtu=9000" in line
     assert f"file={tmp_path / 'nvme1.img'},if=none,id=nvm1,format=raw,cache=unsafe" in line
-    assert "nvme,serial=FXLABABG1D1,drive=nvm1" in line
+    assert "pcie-root-port,id=rp1,chassis=1,addr=0xc" in line  # a drive can be hot-unplugged (lab fault unplug)
+    assert "nvme,id=nvme1,serial=FXLABABG1D1,drive=nvm1,bus=rp1" in line
+    assert f"-qmp unix:{tmp_path / 'qmp.sock'},server=on,wait=off" in line
     assert f"name=opt/io.fxctl.lab/seed,file={tmp_path / 'seed.tar'}" in line
     assert argv[-3:] == ["-daemonize", "-pidfile", str(tmp_path / "qemu.pid")]
     assert process_name("lab", "target1") in argv

@@ -170,3 +170,12 @@ def inventory_cmd(app, lab_name, write_to):
         progress(f"inventory written to {write_to}")
     else:
         click.echo(text)
+
+
+def _add_fault_commands() -> None:
+    from fxctl.cli import lab_fault_cmd  # after name_option exists: it uses it
+
+    command.add_command(lab_fault_cmd.command)
+
+
+_add_fault_commands()

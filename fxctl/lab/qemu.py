@@ -16,6 +16,13 @@ from fxctl.lab.state import GuestRecord
 QEMU = "qemu-system-x86_64"
 KERNEL_CMDLINE = "console=ttyS0 net.ifnames=0 quiet loglevel=3 panic=-1 mitigations=off"
 MGMT_PCI_SLOT = 3
+DRIVE_PCI_SLOT = 0x0C    # drives sit behind PCIe root ports 0x0c..0x1b (16 drives), so they can be hot-unplugged
+QMP_SOCKET = "qmp.sock"  # the guest's QEMU control socket (QMP), in its folder: fxctl.lab.fault uses it
+
+
+def drive_device_id(number: int) -> str:
+    """QEMU's id of the guest's NVMe drive `number` (1-based), for device_del."""
+    return f"nvme{number}"
 
 
 def process_name(lab: str, guest: str) -> str:
@@ -31,6 +38,7 @@ def qemu_argv(lab: str, guest: GuestRecord, *, vmlinux: str, initramfs: str, mem
         "-m", str(memory_mib), "-uuid", guest.uuid,
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", f"file:{folder / 'console.log'}",
+        "-qmp", f"unix:{folder / QMP_SOCKET},server=on,wait=off",
         "-kernel", vmlinux, "-initrd", initramfs, "-append", KERNEL_CMDLINE,
         "-fw_cfg", f"name={SEED_FW_CFG_NAME},file={folder / 'seed.tar'}",
         "-device", "virtio-rng-pci",
@@ -44,8 +52,11 @@ def qemu_argv(lab: str, guest: GuestRecord, *, vmlinux: str, initramfs: str, mem
                  "-device", f"virtio-net-pci,netdev=link{link.index},mac={link.mac},host_mtu=9000,"
                             f"addr={slot:#x}"]
     for number, drive in enumerate(guest.drives, start=1):
-        argv += ["-drive", f"file={drive.path},if=none,id=nvm{number},format=raw,cache=unsafe",
-                 "-device", f"nvme,serial={drive.serial},drive=nvm{number}"]
+        slot = DRIVE_PCI_SLOT + number - 1
+        argv += ["-device", f"pcie-root-port,id=rp{number},chassis={number},addr={slot:#x}",
+                 "-drive", f"file={drive.path},if=none,id=nvm{number},format=raw,cache=unsafe",
+                 "-device", f"nvme,id={drive_device_id(number)},serial={drive.serial},drive=nvm{number},"
+                            f"bus=rp{number}"]
     argv += ["-daemonize", "-pidfile", str(folder / "qemu.pid")]
     return argv
 
