@@ -111,6 +111,10 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
 @click.option("--vocab", type=click.IntRange(256, 10_000_000), default=None,
               help="The model's vocabulary size: prompt token ids stay below it (e.g. 4096 for the tiny model; "
                    "default: ids of a 152k-token vocabulary).")
+@click.option("--dataset", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Send these prompts (JSONL, one {\"prompt\": \"text\"} a line: the file vLLM bench's custom "
+                   "dataset and GuideLLM's json_file read) instead of generated token ids; --warmup takes the first "
+                   "lines, --requests the next. long-context only.")
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the result JSON here.")
 @click.option("--max-failed-fraction", type=click.FloatRange(0, 1), default=None,
@@ -118,8 +122,8 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
                    "Default: only when every request failed.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, tier_metrics, vocab, result_file,
-          max_failed_fraction):
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, tier_metrics, vocab, dataset,
+          result_file, max_failed_fraction):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
     \b
@@ -132,13 +136,16 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
     from fxctl.loadgen.generator import LoadSpec
     from fxctl.loadgen.generator import run as run_load
     from fxctl.loadgen.metrics import failed_too_many, parse_slo
-    from fxctl.loadgen.workloads import WorkloadSpec
+    from fxctl.loadgen.workloads import WorkloadSpec, read_dataset
 
     try:
         low, _, high = prompt_tokens.partition("-")
         spec = WorkloadSpec(workload, int(low), int(high or low), shared_prefix, output_tokens, turns, think_time,
-                            vocab=vocab)
+                            vocab=vocab, dataset=dataset)
         limits = parse_slo(slo) if slo else None
+        if dataset and len(read_dataset(dataset)) < warmup + num_prompts:
+            raise ValueError(f"{dataset}: --warmup {warmup} + --requests {num_prompts} prompts needed, "
+                             f"the file has {len(read_dataset(dataset))}")
     except ValueError as exc:
         raise BadInput(str(exc), "see fxctl bench serve --help") from exc
     result = run_load(LoadSpec(url, spec, concurrency=concurrency if rate else (concurrency or 8), rate=rate,

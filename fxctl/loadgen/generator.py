@@ -27,7 +27,14 @@ from fxctl.loadgen.metrics import (
     summarize,
     tier_hit_rates,
 )
-from fxctl.loadgen.workloads import Prompt, WorkloadSpec, chat_body, chat_sessions, completion_prompts
+from fxctl.loadgen.workloads import (
+    Prompt,
+    WorkloadSpec,
+    chat_body,
+    chat_sessions,
+    completion_prompts,
+    dataset_prompts,
+)
 
 JSON = {"Content-Type": "application/json"}
 Progress = Callable[[list[RequestRecord], float], None]
@@ -225,9 +232,12 @@ async def fill_and_evict(client: Client, items: list, concurrency: int, deadline
     return phases
 
 
-def make_items(spec: LoadSpec, count: int, nonce: int, model: str | None, first: int) -> list:
+def make_items(spec: LoadSpec, count: int, nonce: int, model: str | None, first: int,
+               dataset_start: int = 0) -> list:
     if spec.workload.name == "multi-turn":
         return chat_sessions(spec.workload, count, nonce, first)
+    if spec.workload.dataset:  # warmup takes the file's first lines, the measured requests the next ones
+        return dataset_prompts(spec.workload, dataset_start, count, model)
     return completion_prompts(spec.workload, count, nonce, model, first)
 
 
@@ -249,7 +259,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         if spec.warmup:
             warm = make_items(spec, spec.warmup, nonce, model, first=1 << 20)
             await closed_loop(client, warm, concurrency, deadline, model, lambda: None)
-        items = make_items(spec, spec.requests, nonce, model, first=0)
+        items = make_items(spec, spec.requests, nonce, model, first=0, dataset_start=spec.warmup)
         if spec.workload.name == "cold-recovery":
             phases.update(await fill_and_evict(client, items, concurrency, deadline, model, notes, spec.evict))
         before = await client.scrape(spec.tier_metrics)

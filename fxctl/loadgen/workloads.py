@@ -29,6 +29,7 @@ class WorkloadSpec:
     think_time_s: float = 0.0        # multi-turn: pause between turns (model seconds)
     vocab: int | None = None         # the model's vocabulary: token ids stay below it (None: 152k-class models)
     logprobs: bool = False           # completions: ask for each output token's logprob (to compare outputs)
+    dataset: str | None = None       # long-context: prompts from this JSONL file instead of token ids
 
     @property
     def modulus(self) -> int:
@@ -44,6 +45,8 @@ class WorkloadSpec:
             raise ValueError("shared prefix share must be in [0, 1)")
         if self.vocab is not None and not 256 <= self.vocab <= 10_000_000:
             raise ValueError("vocab: 256 .. 10,000,000 token ids")
+        if self.dataset is not None and self.name != "long-context":
+            raise ValueError("a dataset file feeds the long-context workload only")
 
 
 @dataclass
@@ -114,15 +117,56 @@ def completion_prompts(spec: WorkloadSpec, count: int, nonce: int, model: str | 
         ids_text = ",".join(str(t) for t in prefix + salt)
         if body_len:
             ids_text += "," + text.slice(0, body_len)
-        head = {"max_tokens": spec.output_tokens, "min_tokens": spec.output_tokens, "ignore_eos": True,
-                "stream": True, "stream_options": {"include_usage": True}, "temperature": 0}
-        if spec.logprobs:
-            head["logprobs"] = 1
-        if model:
-            head["model"] = model
+        head = completion_head(spec, model)
         body = json.dumps(head)[:-1] + ', "prompt": [' + ids_text + "]}"
         prompts.append(Prompt("/v1/completions", body.encode(), len(prefix) + len(salt) + body_len, first_index + n))
     return prompts
+
+
+def completion_head(spec: WorkloadSpec, model: str | None) -> dict:
+    """A streamed completion's fields besides the prompt: exactly output_tokens tokens, usage at the end."""
+    head = {"max_tokens": spec.output_tokens, "min_tokens": spec.output_tokens, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}, "temperature": 0}
+    if spec.logprobs:
+        head["logprobs"] = 1
+    if model:
+        head["model"] = model
+    return head
+
+
+def read_dataset(path: str) -> list[str]:
+    """The prompts of a JSONL file, one {"prompt": "text"} object a line (other keys ignored): the file vLLM
+    bench's custom dataset and GuideLLM's json_file read too. ValueError naming file:line otherwise."""
+    prompts = []
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the dataset: {exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            prompt = json.loads(line).get("prompt")
+        except (ValueError, AttributeError):
+            prompt = None
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"{path}:{number}: want a JSON object with a non-empty string \"prompt\"")
+        prompts.append(prompt)
+    if not prompts:
+        raise ValueError(f"{path}: no prompts (one {{\"prompt\": \"...\"}} object a line)")
+    return prompts
+
+
+def dataset_prompts(spec: WorkloadSpec, start: int, count: int, model: str | None) -> list[Prompt]:
+    """Lines start .. start+count of the dataset, sent as written (no salt: the file decides what repeats);
+    the prompt's token count comes from the server's usage."""
+    texts = read_dataset(spec.dataset)[start:start + count]
+    if len(texts) < count:
+        raise ValueError(f"{spec.dataset}: {count} prompts needed from line {start + 1} on, the file has "
+                         f"{start + len(texts)}")
+    head = completion_head(spec, model)
+    return [Prompt("/v1/completions", json.dumps({**head, "prompt": text}).encode(), 0, start + n)
+            for n, text in enumerate(texts)]
 
 
 def words(count: int, seed: int) -> str:
