@@ -200,11 +200,12 @@ def test_unplug_needs_consent_a_known_drive_and_waits_for_the_release(lab_state)
         {"event": "DEVICE_DELETED", "data": {"path": "/machine/peripheral/nvme2/virtio-backend"}},
         {"event": "DEVICE_DELETED", "data": {"device": "nvme2", "path": "/machine/peripheral/nvme2"}}]})
     try:
-        result = fault.unplug_drive(lab_state, target, "FXLABABG1D2", yes=True, progress=lambda _m: None)
+        result = fault.unplug_drive(lab_state, target, "2", yes=True, progress=lambda _m: None)
     finally:
         server.close()
     assert server.commands() == [("device_del", {"id": "nvme2"})]
     assert not result.restored and "cannot be restored with its data" in result.notes[0]
+    assert result.subject == "FXLABABG1D2"
 
 
 def test_unplug_of_a_drive_already_pulled_is_a_clear_fault(lab_state):

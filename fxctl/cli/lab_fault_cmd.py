@@ -16,11 +16,15 @@ def progress(message: str) -> None:
     click.echo(f"fault: {message}", err=True)
 
 
-def _common(func):
+def _lab_name(func):
     from fxctl.cli.lab_cmd import name_option
 
-    func = click.option("--guest", required=True, help="The lab guest to hit (see 'fxctl lab status').")(func)
     return name_option(func)
+
+
+def _common(func):
+    func = click.option("--guest", required=True, help="The lab guest to hit (see 'fxctl lab status').")(func)
+    return _lab_name(func)
 
 
 def _data_options(func):
@@ -40,6 +44,7 @@ def command():
     reboot  hard-reset a guest and wait until it answers SSH again
     unplug  pull an NVMe drive out of a target (hot-unplug; destructive for RAID0)
     fill    fill a mounted filesystem for N seconds, then free it again
+    check   read the last drill's --data again and compare its sha256
     Every fault is bounded in time and what it changes for a while is put back, also on Ctrl-C.
     The guests' QEMU must have a control socket (any lab started by this fxctl has one).
     Exit 0 when the fault was injected (and undone); the data check is a measurement in the output.
@@ -93,7 +98,8 @@ def reboot_cmd(app, lab_name, guest, timeout_s, data_at, data_mib, read_timeout)
 
 @command.command("unplug")
 @_common
-@click.option("--drive", "serial", required=True, help="The drive's serial (see 'fxctl lab status -o json').")
+@click.option("--drive", "serial", required=True,
+              help="The drive's serial (see 'fxctl lab status -o json'), or its number on the guest (1 = the first).")
 @click.option("--yes", is_flag=True, help="Consent: pulling a RAID0 member destroys the array's data.")
 @click.option("--timeout", "timeout_s", default=60, show_default=True, type=SECONDS,
               help="Most seconds to wait until the guest released the drive.")
@@ -125,6 +131,29 @@ def fill_cmd(app, lab_name, guest, path, seconds, leave):
     state, target = _guest(lab_name, guest)
     free = 0 if leave.strip() == "0" else size_bytes(leave, "--leave")
     _emit(app, fault.fill_filesystem(state, target, path, hold_s=seconds, leave=free, progress=progress), None)
+
+
+@command.command("check")
+@_lab_name
+@click.option("--data", "data_at", required=True, metavar="GUEST:/DIR", help="Where a fault's --data wrote it.")
+@click.pass_obj
+def check_cmd(app, lab_name, data_at):
+    """Read the last drill's data again and compare it with the sha256 taken when it was written.
+
+    Use it after a recovery (e.g. `fxctl provision` after a long link cut). The sha256 is kept in the
+    guest's /run, so a reboot of that guest forgets it. Exit 0 when the data is intact, 1 when not.
+    """
+    from fxctl.errors import FxError
+    from fxctl.lab.drill_data import check, parse_target
+
+    state, _ = _guest(lab_name, data_at.partition(":")[0])
+    guest, folder = parse_target(data_at, state)
+    data = check(state, guest, folder)
+    line = f"data {data.path} on {data.guest}: " + ("INTACT (sha256 matches)" if data.intact else
+                                                    f"NOT INTACT: {data.error_after or 'sha256 differs'}")
+    emit({"data": data.to_dict()}, app.output_format, text=line)
+    if not data.intact:
+        raise FxError(line)
 
 
 def _guest(lab_name: str, guest: str):

@@ -59,7 +59,7 @@ f=$1/$2; mib=$3
 mountpoint -q "$1" || { echo "$1 is not a mount point" >&2; exit 3; }
 head -c "$((mib * 1048576))" /dev/urandom > "$f.tmp" && dd if="$f.tmp" of="$f" bs=1M oflag=direct conv=fsync \
   status=none && rm -f "$f.tmp" || { rm -f "$f.tmp"; exit 1; }
-dd if="$f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1
+dd if="$f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1 | tee "$4.sha256"
 """
 
 # reads the file again and again until finish() leaves $run.stop: the read is on when the fault strikes
@@ -94,7 +94,7 @@ def write(state: LabState, guest: GuestRecord, folder: str, size_mib: int) -> Dr
     if not 1 <= size_mib <= 4096:
         raise BadInput(f"--data-mib must be 1..4096, not {size_mib}")
     with open_session(guest_host(state, guest)) as session:
-        result = session.run(script(_WRITE, folder, DATA_NAME, str(size_mib)), timeout=IO_TIMEOUT_S)
+        result = session.run(script(_WRITE, folder, DATA_NAME, str(size_mib), RUN_PREFIX), timeout=IO_TIMEOUT_S)
     digest = result.stdout.strip()
     if not result.ok or len(digest) != 64:
         raise FxError(f"{guest.name}: could not write the drill's data into {folder}: "
@@ -132,6 +132,24 @@ def finish(state: LabState, guest: GuestRecord, data: DrillData, *, wait_s: floa
     data.sha256_after = digest if len(digest) == 64 and check.ok else None
     if data.sha256_after is None:
         data.error_after = (check.stderr.strip()[-300:] or "the read timed out")
+    return data
+
+
+def check(state: LabState, guest: GuestRecord, folder: str) -> DrillData:
+    """Read the last drill's data in `folder` again and compare it with the sha256 recorded when it was
+    written (kept in the guest's /run: gone when that guest reboots)."""
+    with open_session(guest_host(state, guest)) as session:
+        recorded = session.run(script('cat "$1.sha256"', RUN_PREFIX), timeout=30)
+        digest = recorded.stdout.strip()
+        if not recorded.ok or len(digest) != 64:
+            raise FxError(f"{guest.name}: no drill data recorded (no {RUN_PREFIX}.sha256)",
+                          "write it with a fault's --data first (the record is lost when the guest reboots)")
+        size = session.run(script('stat -c %s "$1/$2"', folder, DATA_NAME), timeout=30).stdout.strip()
+        data = DrillData(guest.name, f"{folder}/{DATA_NAME}", int(size) >> 20 if size.isdigit() else 0, digest)
+        read = session.run(script(_CHECK, folder, DATA_NAME, str(IO_TIMEOUT_S), RUN_PREFIX), timeout=IO_TIMEOUT_S + 30)
+    data.sha256_after = read.stdout.strip() if read.ok and len(read.stdout.strip()) == 64 else None
+    if data.sha256_after is None:
+        data.error_after = read.stderr.strip()[-300:] or "the read timed out"
     return data
 
 

@@ -161,17 +161,18 @@ def reboot(state: LabState, guest: GuestRecord, *, timeout_s: float = REBOOT_TIM
 
 def unplug_drive(state: LabState, guest: GuestRecord, serial: str, *, yes: bool,
                  timeout_s: float = UNPLUG_TIMEOUT_S, progress: Progress) -> FaultResult:
-    """Hot-unplug the guest's NVMe drive `serial` (QMP device_del), waiting until the guest released it.
+    """Hot-unplug the guest's NVMe drive `serial` (or its number, 1 = the first) with QMP device_del, waiting
+    until the guest released it.
     Permanent for this run of the lab (`fxctl lab down` + `up` brings fresh, empty drives)."""
     check_seconds(timeout_s, "--timeout")
-    numbers = [n for n, d in enumerate(guest.drives, start=1) if d.serial == serial]
+    numbers = [n for n, d in enumerate(guest.drives, start=1) if serial in (d.serial, str(n))]
     if not numbers:
         raise BadInput(f"{guest.name} has no drive {serial!r}",
                        f"its drives: {', '.join(d.serial for d in guest.drives) or 'none'}")
     if not yes:
         raise BadInput(f"pulling {serial} out of {guest.name} is destructive: {RAID0_LOSS}",
                        "pass --yes to pull it anyway")
-    device = drive_device_id(numbers[0])
+    device, serial = drive_device_id(numbers[0]), guest.drives[numbers[0] - 1].serial
     started = time.monotonic()
     with control(state, guest) as qmp:
         progress(f"{guest.name}: pulling drive {serial} (QEMU device {device})")
