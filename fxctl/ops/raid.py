@@ -64,6 +64,38 @@ def stop_array(device: str):
     return script(_STOP_ARRAY, device, description=f"mdadm --stop {device}")
 
 
+# unmount whatever is mounted from the broken array (its XFS shut down at the first I/O error)
+_UNMOUNT_FROM = r"""
+dev=$(readlink -f "$1")
+findmnt -n -o TARGET --source "$dev" | while read -r target; do umount "$target" || exit 1; done
+"""
+
+
+def reassemble_broken(layout: ArrayLayout, detail: dict, problem: str, examine: dict[str, dict | None],
+                      holders: dict[str, list[dict]]) -> Operation:
+    """A RAID0 that ran and lost members (its controller was removed when ctrl_loss_tmo ran out) serves no
+    I/O. Once every member is back (its namespace present, carrying this array's superblock), it is
+    unmounted, stopped and assembled again from the same members: the data written before the fault is
+    there; writes that failed during it are lost (their writers got I/O errors). While a member is still
+    missing it is refused: RAID0 has no redundancy, so without that member there is no array to serve."""
+    device = detail.get("device") or layout.device
+    back = [m for m in layout.members if (examine.get(m) or {}).get("uuid") == layout.md_uuid]
+    missing = [m for m in layout.members if m not in back]
+    if missing:
+        raise Refused(f"{device} (md UUID {layout.md_uuid}) is degraded: {problem}; not back: {', '.join(missing)}. "
+                      "RAID0 has no redundancy, so it serves no I/O until every member is back; fxctl does not stop, "
+                      "assemble or recreate it. A path that is down rejoins when its controller reconnects; once the "
+                      "namespace of a member whose controller was removed is back, provision again: the array is "
+                      "unmounted, stopped and assembled from its members (writes that failed are lost). A member gone "
+                      "for good (a drive pulled or lost) cannot be recovered: the data striped over it is gone, and "
+                      "only `--wipe` makes a new, empty array")
+    yield script(_UNMOUNT_FROM, device, description=f"unmount what is mounted from {device} (broken)")
+    yield stop_array(device)
+    yield from release_partial_arrays(layout, holders)
+    yield sh("mdadm", "--assemble", layout.device, f"--uuid={layout.md_uuid}", *layout.members)
+    return None
+
+
 def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict | None],
               resolved: dict[str, str], wipe: bool, running: dict[str, str] | None = None,
               holders: dict[str, list[dict]] | None = None) -> Operation:
@@ -77,12 +109,7 @@ def ensure_md(layout: ArrayLayout, detail: dict | None, examine: dict[str, dict 
         yield stop_array(detail.get("device") or layout.device)
         detail = None
     if detail is not None and (problem := md_degraded(detail)):
-        raise Refused(f"{detail.get('device') or layout.device} (md UUID {layout.md_uuid}) is degraded: {problem}. "
-                      "RAID0 has no redundancy, so it serves no I/O until every member is back; fxctl does not "
-                      "stop, assemble or recreate it. A path that is down rejoins when its controller "
-                      "reconnects; a member whose controller was removed (ctrl_loss_tmo ran out) does not: "
-                      "once its namespace is back, unmount, `mdadm --stop` the array and provision again: the members "
-                      "keep their superblocks, so it is assembled, not recreated (writes in flight are lost)")
+        return (yield from reassemble_broken(layout, detail, problem, examine, holders or {}))
     if detail is not None and detail.get("device") not in (None, layout.device):
         running = {**(running or {}), layout.md_uuid: detail["device"]}  # its /dev/md/NAME link is gone
         detail = None
