@@ -9,6 +9,8 @@ import click
 from fxctl.errors import BadInput, ExitCode
 from fxctl.inventory.validators import parse_size
 from fxctl.output import emit, table
+from fxctl.serve.router_settings import DEFAULT_POLICY
+from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 
 START_HELP = """Start serving: pre-flight, launch each instance, wait until ready, confirm fxctl's tier loaded.
 
@@ -85,6 +87,14 @@ def start_options(func):
         click.option("--python", default=None, help="Python of the serving env (vllm is beside it)."),
         click.option("--time-scale", type=click.FloatRange(min=0), default=None,
                      help="Emulator only: wall seconds per model second (default 1)."),
+        click.option("--router", "router_mode", type=click.Choice(["auto", "on", "off"]), default=None,
+                     help="vllm-router in front of the instances: auto (default: when there is more than one "
+                     "vLLM over all hosts), on, off. Runs on serve.router.host or the first serving host."),
+        click.option("--router-policy", type=click.Choice(ROUTER_POLICIES), default=None,
+                     help=f"The router's policy (default: serve.router.policy, the profile's serving.router.policy, "
+                     f"else {DEFAULT_POLICY})."),
+        click.option("--router-port", type=click.IntRange(1, 65534), default=None,
+                     help="The router's port (default: first vLLM port + 80; its metrics: the next one)."),
         click.option("--ready-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
                      help="Seconds to wait for /health and /v1/models."),
         click.option("--dry-run", is_flag=True, help="Print what would run, where (env, argv, LMCache YAML); "
@@ -133,8 +143,8 @@ def state_dir_for(where) -> str:
 @click.pass_obj
 def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, instances, port,
                   max_num_seqs, l1_bytes,
-                  l2_bytes, l2_dir, python, time_scale, ready_timeout, dry_run, skip_preflight, no_install,
-                  engine_command, name, hosts, local):
+                  l2_bytes, l2_dir, python, time_scale, router_mode, router_policy, router_port, ready_timeout,
+                  dry_run, skip_preflight, no_install, engine_command, name, hosts, local):
     import sys
 
     from fxctl.paths import tiny_model_dir
@@ -161,7 +171,8 @@ def start_command(app, profile_name, engine, offload, lmcache_mode, model, tenso
         tensor_parallel=tensor_parallel, instances=instances, port=port, max_num_seqs=max_num_seqs,
         l1_bytes=l1_bytes, l2_bytes=l2_bytes, l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
         python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
-        time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None)
+        time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None,
+        router_mode=router_mode, router_policy=router_policy, router_port=router_port)
     if dry_run:
         plans = deploy.dry_run(settings, where)
         line = mode_line(settings)
@@ -178,7 +189,8 @@ def render_start(app, outcomes) -> None:
 
     data = {host: {"ok": o.ok, "error": o.error, "hint": o.hint,
                    "checks": o.value.checks if o.value else [],
-                   "instances": o.value.instances if o.value else []} for host, o in outcomes.items()}
+                   "instances": o.value.instances if o.value else [],
+                   "endpoint": o.value.endpoint if o.value else None} for host, o in outcomes.items()}
     if app.output_format != "table":
         emit(data, app.output_format)
     else:
@@ -191,6 +203,9 @@ def render_start(app, outcomes) -> None:
                 for o in outcomes.values() if o.value for i in o.value.instances]
         if rows:
             click.echo(table(rows, ["host", "instance", "port", "run as", "models", "tier"]))
+        for o in outcomes.values():
+            if o.value and o.value.endpoint:
+                click.echo(f"\nendpoint: {o.value.endpoint}  (the router: send requests here)")
         report_failures(outcomes)
     exit_on_failure(outcomes)
 
@@ -208,25 +223,53 @@ def exit_on_failure(outcomes) -> None:
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)
 
 
-@command.command("status", help="Each instance: running, ready (/health + /v1/models), port, models, pid.")
+@command.command("status", help="""Each instance: running, ready (/health + /v1/models), port, models, pid, what it
+served (vLLM's requests and prefix-cache hits; the router: requests per worker); then one row per host with its
+engines' figures and fxctl's tier summed.""")
 @where_options
 @click.pass_obj
 def status_command(app, name, hosts, local):
     from fxctl.serve import deploy
+    from fxctl.serve.replica_metrics import host_summaries
 
     where, _ = resolve_where(app, hosts, local)
     outcomes = deploy.status(where, state_dir_for(where), name)
     statuses = [s for o in outcomes.values() if o.value for s in o.value]
-    data = {"instances": [dict(vars(s), state=s.state) for s in statuses],
+    per_host = host_summaries(statuses)
+    data = {"instances": [dict(vars(s), state=s.state) for s in statuses], "hosts": per_host,
             "errors": {h: o.error for h, o in outcomes.items() if not o.ok}}
-    rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models), tier_cell(s.tier), s.log_path)
-            for s in statuses]
+    rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models),
+             tier_cell(s.tier) or served_cell(s.load), s.log_path) for s in statuses]
     emit(data, app.output_format, rows=rows, headers=["host", "instance", "state", "port", "pid", "run as",
-                                                      "models", "fxctl tier (its /metrics)", "log"],
+                                                      "models", "served / fxctl tier (their /metrics)", "log"],
          text=None if statuses else "no serving instances recorded")
+    if app.output_format == "table" and per_host:
+        click.echo()
+        click.echo(table([(h["host"], f"{h['ready']}/{h['engines']}", served_cell(h["served"]), tier_cell(h["tier"]))
+                          for h in per_host], ["host", "engines ready", "served (summed)", "fxctl tier (summed)"]))
     if app.output_format == "table":
         report_failures(outcomes)
     exit_on_failure(outcomes)
+
+
+def served_cell(load: dict | None) -> str:
+    """'12 requests, prefix cache 40 % of 9.1k tokens, connector 100 %' or the router's per-worker spread."""
+    if not load:
+        return ""
+    if "workers" in load:
+        return "requests " + ", ".join(f"{w.split('//')[-1]}: {int(c['requests'])}" + ("" if c["healthy"] else
+                                                                                       " (unhealthy)")
+                                       for w, c in sorted(load["workers"].items()))
+    from fxctl.serve.replica_metrics import hit_rates
+
+    rates = hit_rates(load)
+    parts = [f"{int(load['requests'])} requests"]
+    if rates["prefix_hit_rate"] is not None:
+        parts.append(f"prefix cache {100 * rates['prefix_hit_rate']:.0f} % of {load['prefix_queries'] / 1e3:.1f}k "
+                     "tokens")
+    if rates["external_hit_rate"] is not None:
+        parts.append(f"connector {100 * rates['external_hit_rate']:.0f} % of {load['external_queries'] / 1e3:.1f}k")
+    return ", ".join(parts)
 
 
 def tier_cell(tier: dict | None) -> str:

@@ -16,6 +16,8 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator, model
 from fxctl.errors import BadInput
 from fxctl.inventory import validators as v
 from fxctl.inventory.fields import Bool, Str, between, checked, items, one_of, refuse, shape, size, unique
+from fxctl.serve.router_settings import MODES as ROUTER_MODES
+from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 
 ROLES = ("target", "initiator", "server", "client")
 Name = checked(v.name)
@@ -179,6 +181,17 @@ class NetworkSpec:
 
 
 @shape
+class RouterSpec:
+    """serve.router: the vllm-router in front of the replicas (fxctl.serve.router_settings declares the
+    choices and defaults; a key not set here falls to the profile's, then to those)."""
+
+    mode: one_of(*ROUTER_MODES) | None = None      # auto (more than one engine), on, off
+    policy: one_of(*ROUTER_POLICIES) | None = None
+    port: between(1, 65534) | None = None           # its metrics take the next port
+    host: Name | None = None                        # an inventory host with the serving env
+
+
+@shape
 class ServeSpec:
     """Every optional key is None when the file does not set it: profile -> inventory -> CLI merge by
     "what was set" (`spec.set_fields()`), never by comparing with a default."""
@@ -195,6 +208,7 @@ class ServeSpec:
     l2_bytes: size() | None = Field(None, validation_alias="l2_size")
     l2_dir: checked(v.mount_point) | None = None
     python: Str | None = None            # python interpreter of the serving environment
+    router: RouterSpec | None = None
 
     @model_validator(mode="before")
     @classmethod

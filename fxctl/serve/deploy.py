@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from fxctl.errors import FxError
+from fxctl.errors import BadInput, FxError
 from fxctl.remote.pool import HostOutcome
-from fxctl.serve import launch, wheel
+from fxctl.serve import launch, router, wheel
 from fxctl.serve.machine import LOCAL
-from fxctl.serve.preflight import Check, run_preflight
+from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
 from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
@@ -40,13 +40,22 @@ class HostStart:
     host: str
     checks: list[Check] = field(default_factory=list)
     instances: list[StartedInstance] = field(default_factory=list)
+    endpoint: str | None = None        # the router's URL: where clients go (set on the router's host)
 
 
 def dry_run(settings: ServeSettings, where: Where) -> list[InstancePlan]:
     names = [LOCAL] if where.local else [h.name for h in where.hosts]
     if not where.local and settings.engine == "sim" and "/" in settings.profile:  # start ships the file there
         settings = replace(settings, profile=f"{settings.state_dir}/{settings.name}/profile.yaml")
-    return [plan for name in names for plan in plan_instances(settings, name)]
+    plans = [plan for name in names for plan in plan_instances(settings, name)]
+    return plans + ([router_plan(settings, where)] if router.wanted(settings, len(names)) else [])
+
+
+def router_plan(settings: ServeSettings, where: Where) -> InstancePlan:
+    names = [LOCAL] if where.local else [h.name for h in where.hosts]
+    place = where.router_place()
+    workers = router.worker_urls([p for name in names for p in plan_instances(settings, name)], where.address_of)
+    return router.plan_router(settings, LOCAL if place.local else place.hosts[0].name, workers)
 
 
 def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAULT_READY_TIMEOUT_S,
@@ -78,7 +87,52 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
             raise
         return outcome
 
-    return where.each(work)
+    outcomes = where.each(work)
+    if router.wanted(settings, len(outcomes)):
+        start_router(settings, where, outcomes, ready_timeout, preflight)
+    return outcomes
+
+
+def start_router(settings: ServeSettings, where: Where, outcomes: dict[str, HostOutcome], ready_timeout: float,
+                 preflight: bool) -> None:
+    """After every host's instances are ready: pre-flight the router's host, launch the router, wait until it
+    answers. Its row joins its host's outcome; a failure (or hosts that failed first) is its own entry."""
+    plan = router_plan(settings, where)
+    key = f"{plan.host}/router"
+    failed = [h for h, o in outcomes.items() if not o.ok]
+    if failed:
+        outcomes[key] = HostOutcome(plan.host, False, error=f"router not started: {', '.join(failed)} failed",
+                                    hint="fix those hosts and start again")
+        return
+
+    def work(machine) -> HostStart:
+        outcome = HostStart(machine.name)
+        launch.ensure_not_running(machine, plan)
+        if preflight:
+            checked = Preflight(machine.name)
+            router.check_router(machine, settings, checked)
+            outcome.checks = checked.checks
+            if not checked.ok:
+                raise PreflightFailed(outcome, [c for c in checked.checks if c.status == "failed"])
+        started: list[tuple[InstancePlan, str]] = []
+        try:
+            launch_in_order(machine, [plan], ready_timeout, outcome, started)
+        except FxError:
+            for item in started:
+                launch.stop_instance(machine, *item)
+            raise
+        address = "127.0.0.1" if where.local else where.router_place().hosts[0].address
+        outcome.endpoint = router.endpoint(plan, address)
+        return outcome
+
+    answer = where.router_place().each(work)[plan.host]
+    mine = outcomes.get(plan.host)
+    if answer.ok and mine is not None:
+        mine.value.checks += answer.value.checks
+        mine.value.instances += answer.value.instances
+        mine.value.endpoint = answer.value.endpoint
+    else:
+        outcomes[plan.host if answer.ok else key] = answer
 
 
 def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, outcome: HostStart,
@@ -96,8 +150,9 @@ def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, ou
 
 
 def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:
-    """Engines before the LMCache server they use."""
-    return sorted(saved, key=lambda item: (item[0].deployment, item[0].is_server, item[0].index))
+    """The router before the engines it sends to, engines before the LMCache server they use."""
+    rank = {router.ROLE: 0, "engine": 1}
+    return sorted(saved, key=lambda item: (item[0].deployment, rank.get(item[0].role, 2), item[0].index))
 
 
 def ship_profile(machine, settings: ServeSettings) -> ServeSettings:
@@ -122,20 +177,39 @@ def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, H
     def work(machine) -> list[launch.InstanceStatus]:
         return [launch.instance_status(machine, plan, mode)
                 for plan, mode in launch.saved_plans(machine, state_dir, name)]
-    return where.each(work)
+    return where.with_router().each(work)
 
 
 def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
-    def work(machine) -> list[dict]:
+    """Routers first, on every host (no request reaches an engine that is stopping), then the rest."""
+
+    def work(machine, routers: bool) -> list[dict]:
         out = []
         saved = launch.saved_plans(machine, state_dir, name)
-        if name and not saved:
+        if name and not saved and not routers:
             raise FxError(f"{machine.name}: no deployment named {name!r}", "fxctl serve status lists them")
         for plan, mode in stop_order(saved):
-            was_running = launch.stop_instance(machine, plan, mode)
-            out.append({"host": machine.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
+            if (plan.role == router.ROLE) == routers:
+                was_running = launch.stop_instance(machine, plan, mode)
+                out.append({"host": machine.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
         return out
-    return where.each(work)
+
+    everywhere = where.with_router()
+    return joined(everywhere.each(lambda machine: work(machine, True)),
+                  everywhere.each(lambda machine: work(machine, False)))
+
+
+def joined(first: dict[str, HostOutcome], then: dict[str, HostOutcome]) -> dict[str, HostOutcome]:
+    """Per host: both steps' lists, or the first step's failure."""
+    out = {}
+    for host, o in then.items():
+        before = first.get(host)
+        if before is not None and not before.ok:
+            out[host] = before
+        else:
+            out[host] = o if not o.ok else HostOutcome(host, True, value=(before.value if before else []) + o.value,
+                                                       duration_s=o.duration_s)
+    return out
 
 
 def logs(where: Where, state_dir: str, name: str | None, lines: int) -> dict[str, HostOutcome]:
@@ -143,25 +217,71 @@ def logs(where: Where, state_dir: str, name: str | None, lines: int) -> dict[str
         return [{"host": machine.name, "unit": plan.unit, "log_path": plan.log_path,
                  "text": launch.log_tail(machine, plan, lines)}
                 for plan, _ in launch.saved_plans(machine, state_dir, name)]
-    return where.each(work)
+    return where.with_router().each(work)
 
 
 def restart(where: Where, state_dir: str, name: str | None, *,
             ready_timeout: float = DEFAULT_READY_TIMEOUT_S) -> dict[str, HostOutcome]:
-    """Stop and start again exactly what was started (the saved plans), then wait for readiness."""
+    """Stop and start again exactly what was started (the saved plans), then wait for readiness: routers
+    stopped first on every host, engines (and their LMCache servers) restarted, routers started last."""
+
+    def saved_of(machine, routers: bool) -> list[tuple[InstancePlan, str]]:
+        return [(p, m) for p, m in stop_order(launch.saved_plans(machine, state_dir, name))
+                if (p.role == router.ROLE) == routers]
+
+    def stop_routers(machine) -> list:
+        return [launch.stop_instance(machine, plan, mode) for plan, mode in saved_of(machine, True)]
+
+    def restart_engines(machine) -> HostStart:
+        outcome = HostStart(machine.name)
+        if not launch.saved_plans(machine, state_dir, name):
+            raise FxError(f"{machine.name}: no deployment{' ' + name if name else ''} to restart",
+                          "fxctl serve start first")
+        mine = saved_of(machine, False)
+        for plan, mode in mine:
+            launch.stop_instance(machine, plan, mode)
+        launch_in_order(machine, [plan for plan, _ in mine], ready_timeout, outcome, [])
+        return outcome
+
+    def start_routers(machine) -> HostStart:
+        outcome = HostStart(machine.name)
+        launch_in_order(machine, [plan for plan, _ in saved_of(machine, True)], ready_timeout, outcome, [])
+        return outcome
+
+    everywhere = where.with_router()
+    stopped = everywhere.each(stop_routers)
+    outcomes = everywhere.each(restart_engines)
+    outcomes.update({h: o for h, o in stopped.items() if not o.ok})
+    if all(o.ok for o in outcomes.values()):
+        for host, o in everywhere.each(start_routers).items():
+            if o.ok:
+                outcomes[host].value.instances += o.value.instances
+            else:
+                outcomes[f"{host}/router"] = o
+    return outcomes
+
+
+def set_router_policy(where: Where, state_dir: str, name: str, policy: str, *,
+                      ready_timeout: float = DEFAULT_READY_TIMEOUT_S) -> dict[str, HostOutcome]:
+    """Restart the deployment's router with another policy (same workers and ports); the engines keep running.
+    `fxctl tune --param serving.router.policy=...` sweeps it through here."""
+    from fxctl.serve.router_settings import POLICIES
+
+    if policy not in POLICIES:
+        raise BadInput(f"router policy {policy!r}", f"one of {', '.join(POLICIES)}")
 
     def work(machine) -> HostStart:
         outcome = HostStart(machine.name)
-        saved = launch.saved_plans(machine, state_dir, name)
-        if not saved:
-            raise FxError(f"{machine.name}: no deployment{' ' + name if name else ''} to restart",
-                          "fxctl serve start first")
-        for plan, mode in stop_order(saved):
-            launch.stop_instance(machine, plan, mode)
-        launch_in_order(machine, [plan for plan, _ in saved], ready_timeout, outcome, [])
+        for plan, mode in launch.saved_plans(machine, state_dir, name):
+            if plan.role == router.ROLE:
+                launch.stop_instance(machine, plan, mode)
+                launch_in_order(machine, [router.with_policy(plan, policy)], ready_timeout, outcome, [])
         return outcome
 
-    return where.each(work)
+    outcomes = where.with_router().each(work)
+    if all(o.ok for o in outcomes.values()) and not any(o.value.instances for o in outcomes.values()):
+        raise FxError(f"deployment {name!r} has no router", "fxctl serve start --router on")
+    return outcomes
 
 
 def local_settings(settings: ServeSettings) -> ServeSettings:

@@ -59,6 +59,7 @@ class InstanceStatus:
     port: int
     log_path: str
     tier: dict | None = None   # fxctl's tier, per tier level (l1, l2): hits, misses, bytes, usage ... (its /metrics)
+    load: dict | None = None   # engines: vLLM's request and prefix-cache counters; the router: requests per worker
 
     @property
     def state(self) -> str:
@@ -207,6 +208,9 @@ def wait_ready(machine, plan: InstancePlan, mode: str, timeout_s: float) -> list
 
 def confirm_tier(machine, plan: InstancePlan) -> str:
     """Evidence that fxctl's tier really came up (LMCache only logs plugin failures)."""
+    if plan.role == "router":
+        from fxctl.serve.router import describe
+        return describe(plan)
     if plan.engine == "sim":
         metrics = probe(machine, plan, "/metrics")["/metrics"]["body"]
         listing = machine.run(sh("ls", "-A", plan.l2_path)).stdout.split()
@@ -275,12 +279,26 @@ def instance_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
         healthy = probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
         return InstanceStatus(machine.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
                               running, healthy, [], plan.port, plan.log_path, tier_metrics(machine, plan))
+    load = None
     if running:
         answers = probe(machine, plan, "/health", "/v1/models")
         healthy = answers["/health"]["status"] == 200
         models = model_ids(answers["/v1/models"]["body"])
-    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.engine, mode, plan.unit, pid,
-                          running, healthy and bool(models), models, plan.port, plan.log_path)
+        load = served_counters(machine, plan)
+    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.role if plan.role == "router" else
+                          plan.engine, mode, plan.unit, pid, running, healthy and bool(models), models, plan.port,
+                          plan.log_path, load=load)
+
+
+def served_counters(machine, plan: InstancePlan) -> dict | None:
+    """What an engine served (vLLM's /metrics) or how the router spread requests (its metrics port)."""
+    from fxctl.serve.replica_metrics import engine_counters, router_counters
+
+    port = plan.metrics_port if plan.role == "router" else plan.port
+    answer = probe(machine, plan, "/metrics", port=port)["/metrics"]
+    if answer["status"] != 200:
+        return None
+    return {"workers": router_counters(answer["body"])} if plan.role == "router" else engine_counters(answer["body"])
 
 
 def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:

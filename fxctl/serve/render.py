@@ -27,6 +27,8 @@ from fxctl.serve.lmcache_mode import (
     server_argv,
     server_environment,
 )
+from fxctl.serve.router_settings import RouterSettings
+from fxctl.serve.router_settings import resolve as resolve_router
 from fxctl.units import GB, GIB
 
 ENGINES = ("vllm", "sim")
@@ -77,6 +79,7 @@ class ServeSettings:
     time_scale: float = DEFAULT_SIM_TIME_SCALE
     site_dir: str | None = None         # sim on a host without pip: fxctl + deps unpacked here (PYTHONPATH)
     engine_command: tuple[str, ...] = ()  # tests only: replaces the engine argv (e.g. a command that exits)
+    router: RouterSettings = RouterSettings()   # vllm-router in front of the replicas (fxctl.serve.router)
 
     @property
     def gpus_needed(self) -> int:
@@ -213,6 +216,7 @@ def validate(settings: ServeSettings) -> ServeSettings:
         problems.append("l1 and l2 sizes must be > 0 (LMCache plugins stage through the CPU pool)")
     if not settings.time_scale >= 0:
         problems.append(f"time_scale {settings.time_scale}: >= 0")
+    problems += settings.router.problems()
     if problems:
         raise BadInput("serve settings: " + "; ".join(problems), "fix the inventory's serve section or the option")
     return settings
@@ -319,7 +323,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
 
     overrides: name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes (per host),
     l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
-    lmcache_mode.
+    lmcache_mode, router_mode, router_policy, router_port (the inventory's serve.router: policy, port, host).
     """
     spec = serve_spec.set_fields() if serve_spec is not None else {}
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -349,7 +353,8 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         chunk_size=loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
-        engine_command=tuple(given.get("engine_command", ())))
+        engine_command=tuple(given.get("engine_command", ())),
+        router=resolve_router(loaded.get("serving", "router.policy"), spec.get("router"), given))
     return validate(settings)
 
 
@@ -367,7 +372,11 @@ class DryRun:
     def text(self) -> str:
         out = []
         for plan in self.plans:
-            if plan.is_server:
+            if plan.role == "router":
+                out.append(f"# {plan.host}: router ({plan.unit}), vllm-router in front of the instances, port "
+                           f"{plan.port} (the endpoint), its metrics on 127.0.0.1:{plan.metrics_port}, started after "
+                           f"the instances are ready, log {plan.log_path}")
+            elif plan.is_server:
                 out.append(f"# {plan.host}: LMCache server ({plan.unit}), fxctl's tier as its L2 adapter at "
                            f"{plan.l2_path}, HTTP API port {plan.port}, log {plan.log_path}")
             else:

@@ -14,9 +14,10 @@ from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
 
 @dataclass
 class Where:
-    """Local (this machine) or these inventory hosts."""
+    """Local (this machine) or these inventory hosts; `router_host`: the inventory's serve.router.host."""
 
     hosts: list[Host] = field(default_factory=list)
+    router_host: Host | None = None
 
     @property
     def local(self) -> bool:
@@ -30,6 +31,20 @@ class Where:
                 return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
         return run_on_hosts(self.hosts, lambda session: work(RemoteMachine(session)))
 
+    def router_place(self) -> Where:
+        """Where the deployment's router runs: serve.router.host, else the first serving host (or here)."""
+        if self.local:
+            return self
+        return Where([self.router_host or self.hosts[0]])
+
+    def with_router(self) -> Where:
+        """The serving hosts plus the router's host when it is another one (status, stop and logs look there)."""
+        extra = [self.router_host] if self.router_host and self.router_host not in self.hosts else []
+        return Where(self.hosts + extra, self.router_host)
+
+    def address_of(self, name: str) -> str:
+        """How the router reaches a serving host: its inventory address (127.0.0.1 here)."""
+        return next((h.address for h in self.hosts if h.name == name), "127.0.0.1")
 
 
 def select(inventory, hosts: tuple[str, ...] | list[str], local: bool) -> Where:
@@ -42,7 +57,10 @@ def select(inventory, hosts: tuple[str, ...] | list[str], local: bool) -> Where:
     unknown = [n for n in names if n not in inventory.hosts]
     if unknown:
         raise BadInput(f"unknown host(s): {', '.join(unknown)}", f"hosts: {', '.join(inventory.hosts)}")
-    return Where([inventory.hosts[n] for n in names])
+    router = inventory.serve.router.host if inventory.serve and inventory.serve.router else None
+    if router and router not in inventory.hosts:
+        raise BadInput(f"serve.router.host {router!r} is not an inventory host", f"hosts: {', '.join(inventory.hosts)}")
+    return Where([inventory.hosts[n] for n in names], inventory.hosts[router] if router else None)
 
 
 def state_dir_for(where: Where) -> str:

@@ -19,6 +19,7 @@ from fxctl.errors import BadInput
 from fxctl.inventory.fields import Str, one_of, refuse, shape
 from fxctl.inventory.problems import problems_of
 from fxctl.inventory.source import Document, SyntaxProblem, load_yaml_file
+from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 from fxctl.shipped import profile_path, shipped_dir
 
 PROFILE_DIR = shipped_dir("profiles")   # the shipped profiles (package data; see fxctl.shipped)
@@ -92,6 +93,13 @@ class GpuSection:
 
 
 @shape
+class RouterSection:
+    """serving.router: the router in front of the replicas (`fxctl serve`; read as serving.router.policy)."""
+
+    policy: param(str, choices=ROUTER_POLICIES) = None
+
+
+@shape
 class ServingSection:
     tensor_parallel: param(int) = None
     instances: param(int) = None
@@ -106,6 +114,7 @@ class ServingSection:
     # on a CPU host, vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE, GiB)
     device: param(str, choices=("cuda", "rocm", "ascend", "cpu")) = None
     cpu_kv_cache_gb: param(NUM) = None
+    router: RouterSection | None = None
 
 
 @shape
@@ -217,10 +226,21 @@ def parse_profile(raw: Any, path: Path, doc: Document | None = None) -> Profile:
         problems.sort(key=lambda p: (p.line or 0, p.key))
         raise BadInput(f"{path}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems),
                        "every cost-model value is {value: X, source: '...'}; see profiles/lab.yaml")
-    sections = {name: {f.name: getattr(section, f.name) for f in dataclasses.fields(section)
-                       if getattr(section, f.name) is not None}
-                for name in SECTIONS if (section := getattr(book, name)) is not None}
+    sections = {name: flat_params(section) for name in SECTIONS if (section := getattr(book, name)) is not None}
     return Profile(book.name or path.stem, path, book.description, book.cost_model, sections, book.calibration)
+
+
+def flat_params(section: Any, prefix: str = "") -> dict[str, Param]:
+    """A section's parameters by key; a nested section's as 'outer.key' (serving.router.policy is
+    get("serving", "router.policy"))."""
+    out: dict[str, Param] = {}
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if isinstance(value, Param):
+            out[prefix + f.name] = value
+        elif dataclasses.is_dataclass(value):
+            out.update(flat_params(value, f"{prefix}{f.name}."))
+    return out
 
 
 def missing_parts(book: ProfileFile, doc: Document) -> list:

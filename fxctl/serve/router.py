@@ -1,0 +1,135 @@
+"""The router in front of a deployment's replicas: one vllm-router per deployment.
+
+Why vllm-router (PyPI `vllm-router`, the vLLM project's router, a Rust binary behind a Python launcher): it
+runs as one process from a list of worker URLs, the shape fxctl's SSH deployment has; it routes by the
+policies the field uses (cache_aware: the replica whose past requests share the longest prefix, unless the
+load is too uneven; consistent_hash; power_of_two; round_robin; random); its /health answers 200 only when
+its workers do; it passes the OpenAI API through (/v1/models, /v1/completions, /v1/chat/completions) and
+exports per-worker Prometheus counters. production-stack's router and llm-d's endpoint picker are the same
+idea bound to Kubernetes (service discovery, Envoy ext-proc); the README maps fxctl's roles onto them.
+
+Placement and life cycle: on the inventory's serve.router.host or the first serving host; started after
+every instance of every host is ready (it waits for its workers' /health itself too), stopped before them;
+its state and log live beside the instances' (<state>/<name>/router/), so `serve status|stop|logs` find it.
+It listens on all interfaces (it is THE endpoint); its metrics only on 127.0.0.1 (read on the host).
+"""
+
+from __future__ import annotations
+
+from fxctl.remote.command import sh
+from fxctl.serve.render import InstancePlan, ServeSettings
+from fxctl.serve.router_settings import PORT_OFFSET
+
+ROLE = "router"
+ROUTER_INDEX = -2            # the router's place among a deployment's plans (server -1, engines 0..n-1)
+ENTRY = ("-m", "vllm_router.launch_router")   # the console script's module: no path beside python to guess
+DIST = "vllm-router"
+# Runs on the host with the serving env's python: vllm_router imports, and its version
+VERSION_PROBE = "import vllm_router; from importlib.metadata import version; print(version('vllm-router'))"
+
+
+def router_port(settings: ServeSettings) -> int:
+    return settings.router.port or settings.port + PORT_OFFSET
+
+
+def wanted(settings: ServeSettings, hosts: int) -> bool:
+    """on / off as set; auto: vLLM replicas, more than one engine over all hosts."""
+    mode = settings.router.mode
+    if mode != "auto":
+        return mode == "on"
+    return settings.engine == "vllm" and settings.instances * max(hosts, 1) > 1
+
+
+def worker_url(address: str, port: int) -> str:
+    return f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
+
+
+def worker_urls(engines: list[InstancePlan], address_of) -> list[str]:
+    """Each engine's URL as the router host reaches it: the inventory address of its host."""
+    return [worker_url(address_of(p.host), p.port) for p in engines if p.role == "engine"]
+
+
+def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> InstancePlan:
+    port = router_port(settings)
+    directory = f"{settings.state_dir}/{settings.name}/router"
+    argv = (settings.python, *ENTRY, "--host", "0.0.0.0", "--port", str(port), "--worker-urls", *workers,
+            "--policy", settings.router.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(port + 1))
+    return InstancePlan(
+        deployment=settings.name, index=ROUTER_INDEX, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
+        argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
+        state_path=f"{directory}/instance.json", l2_path=directory, unit=f"fxctl-router-{settings.name}",
+        engine=settings.engine, offload=settings.offload, role=ROLE, metrics_port=port + 1)
+
+
+def policy_of(plan: InstancePlan) -> str:
+    argv = list(plan.argv)
+    return argv[argv.index("--policy") + 1] if "--policy" in argv else "?"
+
+
+def workers_of(plan: InstancePlan) -> list[str]:
+    argv = list(plan.argv)
+    return argv[argv.index("--worker-urls") + 1:argv.index("--policy")]
+
+
+def with_policy(plan: InstancePlan, policy: str) -> InstancePlan:
+    """The same router with another policy (tune sweeps it; the workers and ports stay)."""
+    from dataclasses import replace
+
+    argv = list(plan.argv)
+    argv[argv.index("--policy") + 1] = policy
+    return replace(plan, argv=tuple(argv))
+
+
+def describe(plan: InstancePlan) -> str:
+    """What `serve start` reports in the router's tier column."""
+    return f"vllm-router, policy {policy_of(plan)}, {len(workers_of(plan))} workers: {' '.join(workers_of(plan))}"
+
+
+def endpoint(plan: InstancePlan, address: str) -> str:
+    return worker_url(address, plan.port) + "/v1"
+
+
+def check_router(machine, settings: ServeSettings, result) -> None:
+    """Pre-flight on the router's host: vllm-router imports in the serving env at the known-good version,
+    and its two ports are free."""
+    from fxctl.serve.preflight import BUSY_PORTS, KNOWN_GOOD_FLEET
+
+    good = KNOWN_GOOD_FLEET[DIST]
+    res = machine.run(sh(settings.python, "-c", VERSION_PROBE), timeout=60)
+    have = res.stdout.strip().splitlines()[-1] if res.ok and res.stdout.strip() else None
+    if have == good:
+        result.add(f"python:{DIST}", "ok", f"{DIST} {have}")
+    else:
+        result.add(f"python:{DIST}", "failed", f"{settings.python}: {DIST} {have or 'does not import: ' + res.tail(1)}"
+                   f", known good {good}", "fxctl serve install-env (CPU hosts) or "
+                   f"{settings.python} -m pip install {DIST}=={good}")
+    ports = [router_port(settings), router_port(settings) + 1]
+    busy = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
+    if busy.ok and busy.stdout.split():
+        result.add("router ports", "failed", f"port(s) {', '.join(busy.stdout.split())} already in use on "
+                   f"{machine.name}", "stop what listens there or set serve.router.port")
+    else:
+        result.add("router ports", "ok" if busy.ok else "warn", f"{ports[0]}, {ports[1]} free" if busy.ok
+                   else f"could not check ports {ports}: {busy.tail(2)}")
+
+
+def switch_local_policy(url: str, policy: str, ready_timeout: float = 300.0) -> None:
+    """The router of a deployment on this machine that listens on `url`'s port, restarted with `policy`
+    (through fxctl.serve.deploy, as `fxctl serve` would); FxError when no router of fxctl's listens there."""
+    from urllib.parse import urlparse
+
+    from fxctl.errors import FxError
+    from fxctl.serve import deploy
+    from fxctl.serve.launch import saved_plans
+    from fxctl.serve.machine import LocalMachine
+
+    state = deploy.local_state_dir()
+    port = urlparse(url).port
+    mine = [p for p, _ in saved_plans(LocalMachine(), state) if p.role == ROLE and p.port == port]
+    if not mine:
+        raise FxError(f"no router of fxctl serve on this machine listens on port {port}",
+                      "--param serving.router.policy needs --url of a router `fxctl serve start --local` started")
+    outcome = deploy.set_router_policy(deploy.Where(), state, mine[0].deployment, policy,
+                                       ready_timeout=ready_timeout)["local"]
+    if not outcome.ok:
+        raise FxError(f"restarting the router with policy {policy} failed: {outcome.error}", outcome.hint)
