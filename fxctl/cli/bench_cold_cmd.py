@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fxctl.output import emit
+from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 
 
 @click.command("cold-restart", help="""Real cold recovery on this machine, as R2 reports it: real vLLM on CPU
@@ -24,12 +25,17 @@ twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or 
 @click.option("--port", type=click.IntRange(1024, 65535), default=8100, show_default=True)
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Runs of all variants, each in a rotated order; medians with min-max are reported.")
+@click.option("--replicas", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="vLLM instances per variant; more than one: behind fxctl serve's router (vllm-router), the load "
+                   "goes through it, and each replica's share and hits are reported.")
+@click.option("--router-policy", type=click.Choice(ROUTER_POLICIES), default=None,
+              help="With --replicas: the router's policy (default: the profile's, else cache_aware).")
 @click.option("--variant", "variants", multiple=True,
               type=click.Choice(["recompute", "lmcache-disk", "fxctl", "fxctl-in-process"]),
               help="Only these (repeatable; default: all four, recompute first).")
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
-                         repeats, variants):
+                         repeats, replicas, router_policy, variants):
     from fxctl.cli.serve_env_cmd import serving_python
     from fxctl.errors import ExitCode
     from fxctl.loadgen.cold_restart import VARIANTS, ColdRestartSpec, run
@@ -39,14 +45,22 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
     spec = ColdRestartSpec(python=serving_python(python), model=model or str(tiny_model_dir()),
                            l2_dir=l2_dir or str(state_home() / "bench-cold-restart"), prompts=prompts,
                            prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
-                           port=port, variants=order, repeats=repeats)
+                           port=port, variants=order, repeats=repeats, replicas=replicas,
+                           router_policy=router_policy)
     result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
     emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
          headers=["variant", "TTFT p50 s", "output tok/s", "TTFT / recompute's", "KV from connector",
                   "logprobs = own recompute", "max |dlogprob| vs no offload", "failed"],
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
+              + (f"{replicas} replicas behind the router, " if replicas > 1 else "") +
               f"measured after a full restart of the serving processes; median of {repeats} run(s) in rotated "
               "order" + (" [min-max]" if repeats > 1 else ""))
+    if replicas > 1 and (app is None or app.output_format == "table"):
+        for variant, measured in result["repeats"][-1]["results"].items():
+            spread_line = "; ".join(f":{r['port']} {int(r['requests'])} requests, connector "
+                                    f"{int(r['external_hits'])}/{int(r['external_queries'])} tokens"
+                                    for r in measured.get("replicas", []))
+            click.echo(f"{variant}, after the restart, through the router: {spread_line}")
     ours = [r for r in result["rows"] if r["variant"].startswith("fxctl")]
     if any(r["kv_from_connector"] < 1.0 or r.get("logprobs_equal_recompute") is False for r in ours):
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)

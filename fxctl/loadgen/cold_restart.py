@@ -51,6 +51,8 @@ class ColdRestartSpec:
     ready_timeout_s: float = 900.0
     variants: tuple[str, ...] = tuple(VARIANTS)
     repeats: int = 1
+    replicas: int = 1                # > 1: that many vLLM behind `fxctl serve`'s router; the load goes through it
+    router_policy: str | None = None
 
 
 def model_vocab(model_dir: str) -> int | None:
@@ -68,7 +70,7 @@ def deployment_settings(spec: ColdRestartSpec, variant: str):
     offload, mode = VARIANTS[variant]
     return settings_from(load_profile(spec.profile), name=f"cold-{variant}", offload=offload, lmcache_mode=mode,
                          model=spec.model, python=spec.python, l2_dir=spec.l2_dir, port=spec.port,
-                         state_dir=local_state_dir())
+                         state_dir=local_state_dir(), instances=spec.replicas, router_policy=spec.router_policy)
 
 
 def restart(settings, ready_timeout_s: float) -> Callable[[], dict]:
@@ -91,9 +93,11 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
     from fxctl.loadgen.workloads import WorkloadSpec
     from fxctl.serve import deploy
     from fxctl.serve.render import plan_instances
+    from fxctl.serve.router import router_port, wanted
 
     settings = deployment_settings(spec, variant)
-    for folder in (f"{settings.l2_dir}/{settings.name}-0", f"{settings.l2_dir}/{settings.name}-mp"):
+    for folder in [f"{settings.l2_dir}/{settings.name}-{i}" for i in range(spec.replicas)] + \
+            [f"{settings.l2_dir}/{settings.name}-mp"]:
         shutil.rmtree(folder, ignore_errors=True)   # every variant starts empty
     progress(f"{variant}: starting vLLM ({settings.offload} offload, LMCache {settings.lmcache_mode or 'none'})")
     started = deploy.start(settings, deploy.Where(), ready_timeout=spec.ready_timeout_s)["local"]
@@ -103,14 +107,40 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
         progress(f"{variant}: fill, restart, measure")
         workload = WorkloadSpec("cold-recovery", spec.prompt_tokens, spec.prompt_tokens, 0.0, spec.output_tokens,
                                 vocab=model_vocab(spec.model), logprobs=True)
-        server = [p for p in plan_instances(settings, "local") if p.is_server and p.metrics_port]
-        result = run_load(LoadSpec(f"http://127.0.0.1:{spec.port}", workload, concurrency=spec.concurrency,
+        plans = plan_instances(settings, "local")
+        server = [p for p in plans if p.is_server and p.metrics_port]
+        url = f"http://127.0.0.1:{router_port(settings) if wanted(settings, 1) else spec.port}"
+        result = run_load(LoadSpec(url, workload, concurrency=spec.concurrency,
                                    requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,
                                    evict=restart(settings, spec.ready_timeout_s),
                                    tier_metrics=tuple(f"http://127.0.0.1:{p.metrics_port}/metrics" for p in server)))
+        if wanted(settings, 1):
+            spread_over_replicas(result, [p for p in plans if p.role == "engine"], router_port(settings) + 1)
     finally:
         deploy.stop(deploy.Where(), settings.state_dir, settings.name)
     return result
+
+
+def spread_over_replicas(result: dict, engines: list, router_metrics_port: int) -> None:
+    """Behind the router, what each replica served after the restart (its counters started with its process
+    at the restart, so they hold the measured phase only) and how the router spread the requests; the
+    connector's share is summed over the replicas (the router's own /metrics is not vLLM's)."""
+    import urllib.request
+
+    from fxctl.serve.replica_metrics import engine_counters, hit_rates, router_counters, summed
+
+    def page(port: int) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+            return answer.read().decode()
+
+    rows = [{"port": p.port, **engine_counters(page(p.port))} for p in engines]
+    for row in rows:
+        row.update(hit_rates(row))
+    total = summed([{k: v for k, v in r.items() if k in ("external_hits", "external_queries")} for r in rows])
+    result["replicas"] = rows
+    result["router"] = router_counters(page(router_metrics_port))
+    result["tier_hits"] = {**(result["tier_hits"] or {}), "external": {
+        "hit_tokens": total.get("external_hits", 0.0), "query_tokens": total.get("external_queries", 0.0)}}
 
 
 def compare(results: dict[str, dict]) -> list[dict]:

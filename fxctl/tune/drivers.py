@@ -59,15 +59,26 @@ class SimDriver:
         self.server = None
 
 
+ROUTER_POLICY = "serving.router.policy"
+
+
 class UrlDriver:
-    """A server someone else runs: only the load can change."""
+    """A server someone else runs: only the load can change, and, when the URL is the router of a deployment
+    `fxctl serve` made on this machine, the router's policy (fxctl.serve restarts the router; the engines stay)."""
 
     def __init__(self, url: str):
         self.url = url
+        self.policy: str | None = None
 
     def measure(self, settings: dict, concurrency: int, load: TrialLoad, progress: Callable | None) -> dict:
-        if settings:
-            raise BadInput("--url tunes load only: server settings need --target sim", "drop --param")
+        if set(settings) - {ROUTER_POLICY}:
+            raise BadInput("--url tunes load and the router's policy only: other server settings need --target sim "
+                           "or vllm", f"drop --param except {ROUTER_POLICY}")
+        if ROUTER_POLICY in settings and settings[ROUTER_POLICY] != self.policy:
+            from fxctl.serve.router import switch_local_policy
+
+            switch_local_policy(self.url, settings[ROUTER_POLICY])
+            self.policy = settings[ROUTER_POLICY]
         return run_load(load_spec(self.url, concurrency, load), progress)
 
     def close(self) -> None:

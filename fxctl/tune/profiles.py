@@ -17,7 +17,7 @@ from fxctl.errors import BadInput
 
 SETTABLE = {"serving.max_num_seqs", "serving.max_num_batched_tokens", "serving.offload", "serving.block_size",
             "serving.gpu_memory_utilization", "tiers.l1_size_gb", "tiers.l2_size_gb", "tiers.chunk_tokens",
-            "tiers.l2_backend", "tiers.l1_bandwidth_gbs"}
+            "tiers.l2_backend", "tiers.l1_bandwidth_gbs", "serving.router.policy"}
 
 
 def settings_key(settings: dict) -> str:
