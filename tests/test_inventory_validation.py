@@ -121,7 +121,7 @@ CASES = [
                            ("2K", "'2K'"))],
     ("unknown serve key", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instance: 2\n",
      "inv.yaml:7: serve.instance: unknown key; allowed here: hosts, profile, engine, model, tensor_parallel, "
-     "instances, port, max_num_seqs, l1_size, l2_size, l2_dir, python, router"),
+     "pipeline_parallel, instances, port, max_num_seqs, l1_size, l2_size, l2_dir, python, router"),
     ("empty drives", GOOD_HOSTS + ARRAY.replace("[{serial: SN1}, {serial: SN2}]", "[]"),
      "inv.yaml:10: arrays[0].drives: needs at least 1 item(s)"),
     ("role listed twice", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [target, target]}\n",

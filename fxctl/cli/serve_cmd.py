@@ -75,6 +75,10 @@ def start_options(func):
         click.option("--model", default=None, help="Model id (default: the profile's)."),
         click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
                      help="Tensor-parallel size per instance."),
+        click.option("--pp", "pipeline_parallel", type=click.IntRange(1, 64), default=None,
+                     help="Pipeline-parallel stages: > 1 serves one model across that many hosts (one stage per "
+                     "host, --tp within it) with a Ray cluster under vLLM (head on the first host); needs "
+                     "--offload none."),
         click.option("--instances", type=click.IntRange(1, 64), default=None, help="Instances per host."),
         click.option("--port", type=click.IntRange(1, 65535), default=None, help="First instance's port "
                      "(instance i: port + i; default 8000)."),
@@ -141,7 +145,8 @@ def state_dir_for(where) -> str:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, instances, port,
+def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, pipeline_parallel,
+                  instances, port,
                   max_num_seqs, l1_bytes,
                   l2_bytes, l2_dir, python, time_scale, router_mode, router_policy, router_port, ready_timeout,
                   dry_run, skip_preflight, no_install, engine_command, name, hosts, local):
@@ -168,8 +173,9 @@ def start_command(app, profile_name, engine, offload, lmcache_mode, model, tenso
     settings = settings_from(
         profile, spec, name=name, profile=profile_name, engine=engine, offload=offload, lmcache_mode=lmcache_mode,
         model=model,
-        tensor_parallel=tensor_parallel, instances=instances, port=port, max_num_seqs=max_num_seqs,
-        l1_bytes=l1_bytes, l2_bytes=l2_bytes, l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
+        tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, instances=instances, port=port,
+        max_num_seqs=max_num_seqs, l1_bytes=l1_bytes, l2_bytes=l2_bytes,
+        l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
         python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
         time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None,
         router_mode=router_mode, router_policy=router_policy, router_port=router_port)

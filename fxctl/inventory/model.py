@@ -201,6 +201,7 @@ class ServeSpec:
     engine: one_of("vllm", "sim") | None = None
     model: checked(v.model) | None = None
     tensor_parallel: between(1, 64) | None = None
+    pipeline_parallel: between(1, 64) | None = None
     instances: between(1, 64) | None = None
     port: Port | None = None
     max_num_seqs: between(1, 4096) | None = None

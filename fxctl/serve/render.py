@@ -79,6 +79,7 @@ class ServeSettings:
     time_scale: float = DEFAULT_SIM_TIME_SCALE
     site_dir: str | None = None         # sim on a host without pip: fxctl + deps unpacked here (PYTHONPATH)
     engine_command: tuple[str, ...] = ()  # tests only: replaces the engine argv (e.g. a command that exits)
+    pipeline_parallel: int = 1          # > 1: one model over that many hosts, Ray as vLLM's executor
     router: RouterSettings = RouterSettings()   # vllm-router in front of the replicas (fxctl.serve.router)
 
     @property
@@ -198,6 +199,7 @@ def validate(settings: ServeSettings) -> ServeSettings:
     if not (MODEL_RE.fullmatch(model) or PATH_RE.fullmatch(model)) or ".." in model:
         problems.append(f"model {settings.model!r}: a Hugging Face id or a path of [A-Za-z0-9._/:-]")
     for label, value, low, high in (("tensor_parallel", settings.tensor_parallel, 1, 64),
+                                    ("pipeline_parallel", settings.pipeline_parallel, 1, 64),
                                     ("instances", settings.instances, 1, 64),
                                     ("max_num_seqs", settings.max_num_seqs, 1, 65536),
                                     ("chunk_size", settings.chunk_size, 1, 65536)):
@@ -217,6 +219,11 @@ def validate(settings: ServeSettings) -> ServeSettings:
     if not settings.time_scale >= 0:
         problems.append(f"time_scale {settings.time_scale}: >= 0")
     problems += settings.router.problems()
+    if settings.pipeline_parallel > 1 and (settings.engine != "vllm" or settings.instances != 1
+                                           or settings.offload != "none"):
+        problems.append(f"pipeline_parallel {settings.pipeline_parallel} (one model across hosts over Ray) needs "
+                        f"engine vllm, 1 instance and offload none (KV offload is not wired through Ray's stages "
+                        f"yet); got {settings.engine}, {settings.instances}, {settings.offload}")
     if problems:
         raise BadInput("serve settings: " + "; ".join(problems), "fix the inventory's serve section or the option")
     return settings
@@ -238,6 +245,8 @@ def engine_argv(settings: ServeSettings, port: int, l2_path: str) -> tuple[str, 
              "--max-num-seqs", str(settings.max_num_seqs))
     if settings.max_model_len:
         argv += ("--max-model-len", str(settings.max_model_len))
+    if settings.pipeline_parallel > 1:   # stages on the Ray cluster's nodes (fxctl.serve.ray_cluster)
+        argv += ("--pipeline-parallel-size", str(settings.pipeline_parallel), "--distributed-executor-backend", "ray")
     mode = lmcache_mode(settings)
     if mode == "mp":
         argv += ("--kv-transfer-config", mp_kv_transfer_config(settings))
@@ -321,8 +330,8 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     """Resolve settings: the loaded profile, then what the inventory's serve section set, then non-None
     `overrides` (each layer wins over the one before only where it set a value).
 
-    overrides: name, engine, model, tensor_parallel, instances, port, max_num_seqs, l1_bytes (per host),
-    l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
+    overrides: name, engine, model, tensor_parallel, pipeline_parallel, instances, port, max_num_seqs, l1_bytes
+    (per host), l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
     lmcache_mode, router_mode, router_policy, router_port (the inventory's serve.router: policy, port, host).
     """
     spec = serve_spec.set_fields() if serve_spec is not None else {}
@@ -343,6 +352,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         name=given.get("name", "main"), profile=str(given.get("profile", loaded.name)),
         engine=pick("engine", "vllm"), model=model,
         tensor_parallel=pick("tensor_parallel", loaded.get("serving", "tensor_parallel", 1)),
+        pipeline_parallel=pick("pipeline_parallel", loaded.get("serving", "pipeline_parallel", 1)),
         instances=instances, port=pick("port", 8000),
         max_num_seqs=pick("max_num_seqs", loaded.get("serving", "max_num_seqs", 256)),
         l1_bytes_per_instance=l1, l2_bytes_per_instance=l2, l2_dir=l2_dir.rstrip("/") or "/",

@@ -102,6 +102,7 @@ class RouterSection:
 @shape
 class ServingSection:
     tensor_parallel: param(int) = None
+    pipeline_parallel: param(int) = None   # > 1: one model across that many hosts over Ray (fxctl.serve.ray_cluster)
     instances: param(int) = None
     gpu_memory_utilization: param(NUM) = None
     activation_reserve_gb: cost() = None
