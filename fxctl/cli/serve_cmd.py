@@ -185,8 +185,13 @@ def start_command(app, profile_name, engine, offload, lmcache_mode, model, tenso
         emit({"dry_run": True, "lmcache_mode": lmcache_mode_of(settings), "why": line.lstrip("# "),
               "instances": [p.to_dict() for p in plans]}, app.output_format, text=DryRun(plans, line).text())
         return
-    outcomes = deploy.start(settings, where, ready_timeout=ready_timeout, preflight=not skip_preflight,
-                            install=not no_install)
+    start = deploy.start
+    if settings.pipeline_parallel > 1:   # one model across the hosts: a Ray cluster under vLLM
+        from fxctl.serve import ray_deploy
+
+        start = ray_deploy.start
+    outcomes = start(settings, where, ready_timeout=ready_timeout, preflight=not skip_preflight,
+                     install=not no_install)
     render_start(app, outcomes)
 
 

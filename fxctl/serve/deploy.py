@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from fxctl.errors import BadInput, FxError
 from fxctl.remote.pool import HostOutcome
-from fxctl.serve import launch, router, wheel
+from fxctl.serve import launch, ray_cluster, router, wheel
 from fxctl.serve.machine import LOCAL
 from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
@@ -45,6 +45,8 @@ class HostStart:
 
 def dry_run(settings: ServeSettings, where: Where) -> list[InstancePlan]:
     names = [LOCAL] if where.local else [h.name for h in where.hosts]
+    if ray_cluster.uses_ray(settings):   # one model across the hosts: Ray nodes, vLLM on the head
+        return ray_cluster.plan_cluster(settings, [(h.name, h.address) for h in where.hosts])
     if not where.local and settings.engine == "sim" and "/" in settings.profile:  # start ships the file there
         settings = replace(settings, profile=f"{settings.state_dir}/{settings.name}/profile.yaml")
     plans = [plan for name in names for plan in plan_instances(settings, name)]
@@ -175,28 +177,39 @@ class PreflightFailed(FxError):
 
 def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
     def work(machine) -> list[launch.InstanceStatus]:
-        return [launch.instance_status(machine, plan, mode)
-                for plan, mode in launch.saved_plans(machine, state_dir, name)]
+        saved = ray_cluster.on_this_host(machine, launch.saved_plans(machine, state_dir, name))
+        return [(ray_cluster.node_status if plan.role in ray_cluster.ROLES else launch.instance_status)(
+                    machine, plan, mode) for plan, mode in saved]
     return where.with_router().each(work)
 
 
-def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
-    """Routers first, on every host (no request reaches an engine that is stopping), then the rest."""
+STOP_PHASES = ((router.ROLE,), None, (ray_cluster.WORKER,), (ray_cluster.HEAD,))   # None: every other role
 
-    def work(machine, routers: bool) -> list[dict]:
+
+def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
+    """Routers first, on every host (no request reaches an engine that is stopping), then engines and LMCache
+    servers; a Ray deployment's worker nodes after its vLLM, its head last (each node checked for leftovers)."""
+    named = {role for phase in STOP_PHASES if phase for role in phase}
+    ray_seen: list[bool] = []
+
+    def work(machine, phase) -> list[dict]:
         out = []
-        saved = launch.saved_plans(machine, state_dir, name)
-        if name and not saved and not routers:
+        saved = ray_cluster.on_this_host(machine, launch.saved_plans(machine, state_dir, name))
+        if name and not saved and phase is None:
             raise FxError(f"{machine.name}: no deployment named {name!r}", "fxctl serve status lists them")
+        ray_seen.extend(p.role in ray_cluster.ROLES for p, _ in saved)
         for plan, mode in stop_order(saved):
-            if (plan.role == router.ROLE) == routers:
-                was_running = launch.stop_instance(machine, plan, mode)
+            if (plan.role not in named) if phase is None else plan.role in phase:
+                was_running = ray_cluster.stop_node(machine, plan, mode)
                 out.append({"host": machine.name, "unit": plan.unit, "was_running": was_running, "stopped": True})
         return out
 
     everywhere = where.with_router()
-    return joined(everywhere.each(lambda machine: work(machine, True)),
-                  everywhere.each(lambda machine: work(machine, False)))
+    outcomes = everywhere.each(lambda machine: work(machine, STOP_PHASES[0]))
+    for phase in STOP_PHASES[1:]:
+        if phase is None or any(ray_seen):
+            outcomes = joined(outcomes, everywhere.each(lambda machine, phase=phase: work(machine, phase)))
+    return outcomes
 
 
 def joined(first: dict[str, HostOutcome], then: dict[str, HostOutcome]) -> dict[str, HostOutcome]:
@@ -238,6 +251,9 @@ def restart(where: Where, state_dir: str, name: str | None, *,
             raise FxError(f"{machine.name}: no deployment{' ' + name if name else ''} to restart",
                           "fxctl serve start first")
         mine = saved_of(machine, False)
+        if any(plan.role in ray_cluster.ROLES for plan, _ in mine):
+            raise FxError(f"{machine.name}: a Ray deployment is restarted with stop and start",
+                          "fxctl serve stop --name NAME, then fxctl serve start with the same options")
         for plan, mode in mine:
             launch.stop_instance(machine, plan, mode)
         launch_in_order(machine, [plan for plan, _ in mine], ready_timeout, outcome, [])

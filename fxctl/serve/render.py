@@ -386,6 +386,9 @@ class DryRun:
                 out.append(f"# {plan.host}: router ({plan.unit}), vllm-router in front of the instances, port "
                            f"{plan.port} (the endpoint), its metrics on 127.0.0.1:{plan.metrics_port}, started after "
                            f"the instances are ready, log {plan.log_path}")
+            elif plan.role in ("ray-head", "ray-worker"):   # fxctl.serve.ray_cluster
+                out.append(f"# {plan.host}: Ray {plan.role[4:]} node ({plan.unit}) at {plan.env.get('VLLM_HOST_IP')}, "
+                           f"Ray temp dir {plan.l2_path}, log {plan.log_path}")
             elif plan.is_server:
                 out.append(f"# {plan.host}: LMCache server ({plan.unit}), fxctl's tier as its L2 adapter at "
                            f"{plan.l2_path}, HTTP API port {plan.port}, log {plan.log_path}")
