@@ -92,6 +92,14 @@ def check_run(tool: str, result: dict, expected: dict, planned: int) -> str:
     return "" if ran == planned else f"ran {ran} commands of {planned}"
 
 
+def only_planned(runs: Path, planned: set[str]) -> bool:
+    """Every command in the journals of fxctl's timed runs is one of the reference runs' fact reads: the
+    --check runs sent nothing else (no apply step) to any host."""
+    sent = [json.loads(line)["command"] for path in runs.glob("*/journal.jsonl")
+            for line in path.read_text().splitlines() if line.strip()]
+    return bool(sent) and set(sent) <= planned
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
 
@@ -131,6 +139,7 @@ def main() -> None:
     folder.chmod(0o755)
     started = time.time()
     servers, endpoints = hosts.start_fleet(folder, args.hosts)
+    planned: set[str] = set()
     out: dict = {"hosts": args.hosts, "rounds": args.rounds, "user": endpoints[0].user, "operations": {}}
     try:
         inventory = hosts.write_inventory(folder / "inventory.yaml", endpoints)
@@ -140,6 +149,7 @@ def main() -> None:
         with hosts.DriveLinks(args.hosts // 2):
             for operation in ops:
                 waves, expected = workplan.reference_run(operation, inventory, folder)
+                planned |= {c for wave in waves for commands in wave.values() for c in commands}
                 plan = folder / f"plan-{operation}.json"
                 workplan.write_plan(plan, waves)
                 counts = workplan.count(waves)
@@ -165,6 +175,7 @@ def main() -> None:
         after = hosts.host_state()
         out["hosts_unchanged"] = before == after
         out["changed_state"] = [k for k in before if before[k] != after[k]]
+        out["fxctl_sent_only_fact_commands"] = only_planned(folder / "runs", planned)
     finally:
         hosts.stop_fleet(servers)
         shutil.rmtree(folder, ignore_errors=True)
@@ -175,8 +186,9 @@ def main() -> None:
     for operation, data in out["operations"].items():
         print(f"{operation}: {data['waves']} fan-outs, {data['host_connections']} host connections, "
               f"{data['commands']} commands; fxctl's result: {json.dumps(data['fxctl_result'])[:300]}")
-    print(f"{args.hosts} hosts as {out['user']}, {args.rounds} rounds; hosts unchanged by the runs: "
-          f"{out['hosts_unchanged']}" + (f" (changed: {out['changed_state']})" if out["changed_state"] else ""))
+    print(f"{args.hosts} hosts as {out['user']}, {args.rounds} rounds; fxctl's runs sent only fact reads: "
+          f"{out['fxctl_sent_only_fact_commands']}; hosts unchanged by the runs: {out['hosts_unchanged']}"
+          + (f" (changed: {out['changed_state']})" if out["changed_state"] else ""))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -116,7 +116,7 @@ STATE_COMMANDS = (
     "find /sys/kernel/config/nvmet 2>&1 | sort",
     "grep -E '^(nvme|nvmet|md_mod|raid0|xfs)' /proc/modules | cut -d' ' -f1 | sort",
     "cat /proc/mdstat 2>&1",
-    "grep -E 'fxctl|/mnt/|/dev/md' /proc/mounts",
+    "grep -E 'fxctl-bench|/dev/md' /proc/mounts",   # the inventory's mounts (other work here mounts elsewhere)
     "cat /etc/fstab /etc/mdadm/mdadm.conf /etc/mdadm.conf 2>&1",
     "ls /etc/systemd/system /etc/systemd/system/*.wants 2>&1 | grep -E 'fxctl|nvmf|nvmet'",
     "ls -la /etc/fxctl 2>&1",
