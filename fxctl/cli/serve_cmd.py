@@ -250,7 +250,7 @@ def status_command(app, name, hosts, local):
     data = {"instances": [dict(vars(s), state=s.state) for s in statuses], "hosts": per_host,
             "errors": {h: o.error for h, o in outcomes.items() if not o.ok}}
     rows = [(s.host, s.unit, s.state, s.port, s.pid or "", s.mode, ",".join(s.models),
-             tier_cell(s.tier) or served_cell(s.load), s.log_path) for s in statuses]
+             tier_cell(s.tier) or served_cell(s.load) or cluster_cell(s.cluster), s.log_path) for s in statuses]
     emit(data, app.output_format, rows=rows, headers=["host", "instance", "state", "port", "pid", "run as",
                                                       "models", "served / fxctl tier (their /metrics)", "log"],
          text=None if statuses else "no serving instances recorded")
@@ -261,6 +261,15 @@ def status_command(app, name, hosts, local):
     if app.output_format == "table":
         report_failures(outcomes)
     exit_on_failure(outcomes)
+
+
+def cluster_cell(cluster: dict | None) -> str:
+    """A Ray head: 'Ray: 2 nodes, GPU 2/2 in use' (GPU: vLLM's worker slots)."""
+    if not cluster:
+        return ""
+    used = ", ".join(f"{name} {u:g}/{t:g} in use" for name, (u, t) in sorted(cluster["resources"].items())
+                     if name in ("GPU", "CPU"))
+    return f"Ray: {cluster['nodes']} nodes" + (f", {used}" if used else "")
 
 
 def served_cell(load: dict | None) -> str:

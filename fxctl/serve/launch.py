@@ -60,6 +60,7 @@ class InstanceStatus:
     log_path: str
     tier: dict | None = None   # fxctl's tier, per tier level (l1, l2): hits, misses, bytes, usage ... (its /metrics)
     load: dict | None = None   # engines: vLLM's request and prefix-cache counters; the router: requests per worker
+    cluster: dict | None = None   # a Ray head: the nodes and resources its cluster counts (fxctl.serve.ray_cluster)
 
     @property
     def state(self) -> str:

@@ -290,10 +290,10 @@ def node_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
     running = launch.instance_alive(machine, plan, mode)
     pid = launch.read_pid(machine, plan) if running and mode == "process" else \
         launch.unit_main_pid(machine, plan) if running else None
-    healthy, load = running, None
+    healthy, cluster = running, None
     if running and plan.role == HEAD:
         res = machine.run(status_command(plan.argv[0], address_of(plan.env["VLLM_HOST_IP"], plan.port)), timeout=60)
-        load = parse_status(res.stdout) if res.ok else None
-        healthy = load is not None
+        cluster = parse_status(res.stdout) if res.ok else None
+        healthy = cluster is not None
     return InstanceStatus(machine.name, plan.deployment, plan.index, plan.role, mode, plan.unit, pid, running,
-                          healthy, [], plan.port, plan.log_path, load=load)
+                          healthy, [], plan.port, plan.log_path, cluster=cluster)

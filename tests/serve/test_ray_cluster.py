@@ -147,3 +147,11 @@ def test_platform_plugin_only_where_switched_on(monkeypatch):
     assert register() is None
     monkeypatch.setenv("FXCTL_VLLM_CPU_RAY", "1")
     assert register() == "fxctl.serve.vllm_cpu_ray_platform.CpuRayPlatform"
+
+
+def test_status_cell_of_a_ray_head():
+    from fxctl.cli.serve_cmd import cluster_cell
+
+    state = ray_cluster.parse_status((GOLDEN / "ray-status-two-nodes.txt").read_text())
+    assert cluster_cell(state) == "Ray: 2 nodes, CPU 0/2 in use"
+    assert cluster_cell(None) == ""

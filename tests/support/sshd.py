@@ -33,13 +33,14 @@ class SshServer:
     folder: Path
     host_key: Path
     process: subprocess.Popen
+    address: str = "127.0.0.1"   # any of 127.0.0.0/8: "hosts" with addresses of their own (Ray's node IPs)
 
     @property
     def host_pub(self) -> str:
         return " ".join(self.host_key.with_suffix(".pub").read_text().split()[:2])
 
     def known_hosts_line(self) -> str:
-        return f"[127.0.0.1]:{self.port} {self.host_pub}\n"
+        return f"[{self.address}]:{self.port} {self.host_pub}\n"
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -50,7 +51,8 @@ class SshServer:
                 self.process.kill()
 
 
-def start_sshd(folder: Path, name: str, client_pub: Path, host_key: Path | None = None) -> SshServer:
+def start_sshd(folder: Path, name: str, client_pub: Path, host_key: Path | None = None,
+               address: str = "127.0.0.1") -> SshServer:
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(exist_ok=True)
     if host_key is None:
@@ -62,7 +64,7 @@ def start_sshd(folder: Path, name: str, client_pub: Path, host_key: Path | None 
     port = free_port()
     config = folder / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {folder}/sshd.pid\n"
+        f"Port {port}\nListenAddress {address}\nHostKey {host_key}\nPidFile {folder}/sshd.pid\n"
         f"AuthorizedKeysFile {auth}\nStrictModes no\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nMaxStartups 100:30:200\n"
         "MaxSessions 50\nSubsystem sftp internal-sftp\nPrintLastLog no\nPrintMotd no\nUseDNS no\n")
@@ -73,11 +75,11 @@ def start_sshd(folder: Path, name: str, client_pub: Path, host_key: Path | None 
         if process.poll() is not None:
             raise RuntimeError(f"sshd exited: {(folder / 'sshd.log').read_text()}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((address, port), timeout=0.5):
                 break
         except OSError:
             time.sleep(0.05)
-    return SshServer(name, port, folder, host_key, process)
+    return SshServer(name, port, folder, host_key, process, address)
 
 
 def sudo_user_ready() -> bool:
