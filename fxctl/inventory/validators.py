@@ -129,9 +129,11 @@ def mount_option(value: Any) -> str | None:
 
 
 def model(value: Any) -> str | None:
-    if isinstance(value, str) and MODEL_RE.fullmatch(value):
+    if isinstance(value, str) and (MODEL_RE.fullmatch(value) or (
+            value.startswith("/") and MODEL_RE.fullmatch(value[1:]) and "/../" not in f"{value}/")):
         return None
-    return "must be a model name or path such as Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"
+    return ("must be a model name such as Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 or the absolute path of a model "
+            "folder on the hosts")
 
 
 def host_key(value: Any) -> str | None:

@@ -55,14 +55,14 @@ class AffinityRun:
                 "docs_on_one_replica": self.docs_on_one_replica}
 
 
-def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: str, policy: str, *, docs: int = 3,
-                 asks: int = 3, words: int = 600, salt: str = "run", max_tokens: int = 2) -> AffinityRun:
+def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: str | None, policy: str, *, docs: int = 3,
+                 asks: int = 3, words: int = 300, salt: str = "run", max_tokens: int = 2) -> AffinityRun:
     """Send docs x asks requests through the router, one at a time (ask k of every doc before ask k+1), and
-    attribute each to the replica whose finished-request count rose."""
+    attribute each to the replica whose finished-request count rose (-1: not one replica's count rose)."""
     model = json.loads(get_text(f"{router_url}/v1/models"))["data"][0]["id"]
     scrape = lambda: [engine_counters(get_text(f"{u}/metrics")) for u in engine_urls]  # noqa: E731
     start = scrape()
-    router_start = router_counters(get_text(router_metrics_url))
+    router_start = router_counters(get_text(router_metrics_url)) if router_metrics_url else {}
     run = AffinityRun(policy)
     before = start
     for ask in range(asks):
@@ -76,8 +76,9 @@ def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: st
     for index, (url, end, begin) in enumerate(zip(engine_urls, before, start)):
         counts = delta(end, begin)
         run.replicas.append({"replica": index, "url": url, **counts, **hit_rates(counts)})
-    router_end = router_counters(get_text(router_metrics_url))
-    run.router = {w: c["requests"] - router_start.get(w, {}).get("requests", 0.0) for w, c in router_end.items()}
+    if router_metrics_url:   # the router's own count (its metrics listen on its host's 127.0.0.1 only)
+        router_end = router_counters(get_text(router_metrics_url))
+        run.router = {w: c["requests"] - router_start.get(w, {}).get("requests", 0.0) for w, c in router_end.items()}
     return run
 
 

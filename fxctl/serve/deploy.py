@@ -112,7 +112,7 @@ def start_router(settings: ServeSettings, where: Where, outcomes: dict[str, Host
         launch.ensure_not_running(machine, plan)
         if preflight:
             checked = Preflight(machine.name)
-            router.check_router(machine, settings, checked)
+            router.check_router(machine, settings, router.workers_of(plan), checked)
             outcome.checks = checked.checks
             if not checked.ok:
                 raise PreflightFailed(outcome, [c for c in checked.checks if c.status == "failed"])

@@ -234,7 +234,8 @@ def engine_argv(settings: ServeSettings, port: int, l2_path: str) -> tuple[str, 
         return settings.engine_command
     if settings.engine == "sim":
         return (settings.python, "-m", "fxctl", "sim", "serve", "--profile", settings.profile,
-                "--host", "127.0.0.1", "--port", str(port), "--real-tier", l2_path,
+                "--host", "0.0.0.0" if settings.router.mode == "on" else "127.0.0.1", "--port", str(port),
+                "--real-tier", l2_path,
                 "--time-scale", f"{settings.time_scale:g}", "--served-model-name", settings.model)
     if settings.device == "cpu":
         argv: tuple[str, ...] = (settings.python, *VLLM_CPU_ENTRY, "--model", settings.model)

@@ -85,13 +85,38 @@ def describe(plan: InstancePlan) -> str:
     return f"vllm-router, policy {policy_of(plan)}, {len(workers_of(plan))} workers: {' '.join(workers_of(plan))}"
 
 
+# Runs on the router's host with its python3: GET <worker>/health for each URL in argv; print the ones that fail
+UNREACHABLE = r"""
+import sys, urllib.request
+bad = []
+for url in sys.argv[1:]:
+    try:
+        urllib.request.urlopen(url + "/health", timeout=5).read()
+    except Exception as e:
+        bad.append(url + " (" + type(e).__name__ + ": " + str(getattr(e, "reason", e))[:80] + ")")
+print("\n".join(bad))
+"""
+
+
+def check_workers(machine, workers: list[str], result) -> None:
+    res = machine.run(sh("python3", "-c", UNREACHABLE, *workers), timeout=60)
+    bad = [line for line in res.stdout.splitlines() if line.strip()]
+    if res.ok and not bad:
+        result.add("router workers", "ok", f"{len(workers)} answer /health from {machine.name}")
+    else:
+        result.add("router workers", "failed", f"from {machine.name}: {'; '.join(bad) or res.tail(2)}",
+                   "the engines must listen on an address the router's host reaches (the inventory address of "
+                   "their host); check routes and firewalls between the hosts")
+
+
 def endpoint(plan: InstancePlan, address: str) -> str:
     return worker_url(address, plan.port) + "/v1"
 
 
-def check_router(machine, settings: ServeSettings, result) -> None:
+def check_router(machine, settings: ServeSettings, workers: list[str], result) -> None:
     """Pre-flight on the router's host: vllm-router imports in the serving env at the known-good version,
-    and its two ports are free."""
+    every worker answers /health from there (the router would wait for them for 10 minutes), and its two
+    ports are free."""
     from fxctl.serve.preflight import BUSY_PORTS, KNOWN_GOOD_FLEET
 
     good = KNOWN_GOOD_FLEET[DIST]
@@ -103,6 +128,7 @@ def check_router(machine, settings: ServeSettings, result) -> None:
         result.add(f"python:{DIST}", "failed", f"{settings.python}: {DIST} {have or 'does not import: ' + res.tail(1)}"
                    f", known good {good}", "fxctl serve install-env (CPU hosts) or "
                    f"{settings.python} -m pip install {DIST}=={good}")
+    check_workers(machine, workers, result)
     ports = [router_port(settings), router_port(settings) + 1]
     busy = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
     if busy.ok and busy.stdout.split():

@@ -171,3 +171,10 @@ def test_host_rows_sum_engines_and_tiers():
     assert (a["host"], a["engines"], a["ready"], a["served"]["requests"]) == ("a", 2, 2, 16.0)
     assert a["served"]["prefix_hit_rate"] == 0.75 and a["tier"]["l2"]["hits"] == 3.0
     assert (b["host"], b["engines"], b["tier"]) == ("b", 1, None)
+
+
+def test_serve_model_may_be_a_folder_on_the_hosts():
+    inventory = load_inventory_text(INVENTORY + "  model: /srv/models/tiny-llama\n", "inv.yaml")
+    assert inventory.serve.model == "/srv/models/tiny-llama"
+    with pytest.raises(InventoryInvalid, match="absolute path of a model folder"):
+        load_inventory_text(INVENTORY + "  model: /srv/../etc\n", "inv.yaml")
