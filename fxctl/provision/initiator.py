@@ -16,7 +16,7 @@ from fxctl.facts.nvme_host import NvmeConnectOptions, NvmeControllers, UuidMembe
 from fxctl.facts.system import FirstExisting, LoadedModules, Realpath
 from fxctl.facts.systemd import UnitEnabled
 from fxctl.inventory.model import ArraySpec, Host
-from fxctl.ops import nvme_host, raid
+from fxctl.ops import nvme_host, nvme_persist, raid
 from fxctl.ops.systemd import ensure_unit_enabled
 from fxctl.provision import naming
 
@@ -90,6 +90,30 @@ class ConnectRecipe:
         if steps:
             steps.append(run_operation(f"enable {AUTOCONNECT}", ensure_unit_enabled(AUTOCONNECT, facts["autoconnect"])))
         return steps
+
+
+@dataclass
+class BootTimeoutsRecipe:
+    """The path-loss timeouts come back after a reboot: fxctl-nvme-timeouts.service writes them to sysfs
+    after nvmf-autoconnect (which cannot pass ctrl_loss_tmo -1 or fast_io_fail_tmo with nvme-cli 2.3)."""
+
+    arrays: tuple[ArraySpec, ...]
+
+    def facts(self, host: Host):
+        facts = {path: FileContent(path) for path in (nvme_persist.CONFIG_PATH, nvme_persist.SCRIPT_PATH,
+                                                      nvme_persist.UNIT_PATH)}
+        return {**facts, "enabled": UnitEnabled(nvme_persist.UNIT_NAME)}
+
+    def plan(self, host: Host, facts: dict) -> list[Step]:
+        timeouts = {a.nqn: {k: getattr(a.connect, k) for k in nvme_host.SYSFS_OPTIONS}
+                    for a in arrays_of(self.arrays, host)}
+        if not timeouts:
+            return []
+        unit = nvme_persist.persisted_files(timeouts)[nvme_persist.UNIT_PATH][0]
+        unit_changed = facts[nvme_persist.UNIT_PATH] != unit
+        return [run_operation("path-loss timeouts at boot", nvme_persist.ensure_persisted(timeouts, facts)),
+                run_operation(f"enable {nvme_persist.UNIT_NAME}", ensure_unit_enabled(
+                    nvme_persist.UNIT_NAME, facts["enabled"], reload=unit_changed))]
 
 
 @dataclass

@@ -12,7 +12,13 @@ from typing import Any, Callable
 from fxctl.engine.apply import HostReport, Status, converge
 from fxctl.inventory.model import ArraySpec, Host, Inventory
 from fxctl.ops.nvme_host import HOSTNQN_PATH
-from fxctl.provision.initiator import ConnectRecipe, FilesystemRecipe, IdentityRecipe, RaidRecipe
+from fxctl.provision.initiator import (
+    BootTimeoutsRecipe,
+    ConnectRecipe,
+    FilesystemRecipe,
+    IdentityRecipe,
+    RaidRecipe,
+)
 from fxctl.provision.target import TargetRecipe
 from fxctl.provision.teardown import InitiatorTeardown, TargetTeardown
 from fxctl.remote.command import sh
@@ -109,6 +115,7 @@ def provision(inventory: Inventory, *, arrays: list[str] | None = None, check: b
         hostnqns.setdefault(name, inventory.hosts[name].hostnqn or f"nqn.2014-08.org.nvmexpress:uuid:<{name}>")
     runner.round("target", targets, TargetRecipe(chosen, hostnqns, wipe), blocked_by=initiators_of)
     runner.round("connect", initiators, ConnectRecipe(chosen), blocked_by=target_of)
+    runner.round("timeouts at boot", initiators, BootTimeoutsRecipe(chosen), blocked_by=target_of)
     runner.round("raid", initiators, RaidRecipe(chosen, wipe), blocked_by=target_of)
     runner.round("filesystem", initiators, FilesystemRecipe(chosen, wipe), blocked_by=target_of)
     if not check:
