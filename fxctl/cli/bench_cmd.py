@@ -108,6 +108,10 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
 @click.option("--tier-metrics", "tier_metrics", multiple=True,
               help="Also scrape fxctl's tier here for per-tier hit rates, e.g. http://127.0.0.1:8502/metrics "
                    "(LMCache MP mode: the server's metrics port, fxctl serve status names it); repeatable.")
+@click.option("--replica", "replicas", multiple=True,
+              help="With --url a router (fxctl serve's): each replica's base URL, e.g. http://10.0.0.12:8000 "
+                   "(repeatable). The reset endpoints (cold-recovery's eviction, --reset-caches) and /metrics go to "
+                   "every replica, their counters summed; a router would pass them to one.")
 @click.option("--vocab", type=click.IntRange(256, 10_000_000), default=None,
               help="The model's vocabulary size: prompt token ids stay below it (e.g. 4096 for the tiny model; "
                    "default: ids of a 152k-token vocabulary).")
@@ -122,8 +126,8 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
                    "Default: only when every request failed.")
 @click.pass_obj
 def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tokens, shared_prefix, output_tokens,
-          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, tier_metrics, vocab, dataset,
-          result_file, max_failed_fraction):
+          turns, think_time, slo, time_limit, time_scale, clock, model, reset_caches, tier_metrics, replicas, vocab,
+          dataset, result_file, max_failed_fraction):
     """Serving load generator: streaming requests, closed or open loop; vLLM bench's result fields.
 
     \b
@@ -151,7 +155,7 @@ def serve(app, url, workload, concurrency, rate, num_prompts, warmup, prompt_tok
     result = run_load(LoadSpec(url, spec, concurrency=concurrency if rate else (concurrency or 8), rate=rate,
                                requests=num_prompts, warmup=warmup, time_limit_s=time_limit, time_scale=time_scale,
                                model=model, slo=limits, clock=clock, reset_caches=reset_caches,
-                               tier_metrics=tuple(tier_metrics)))
+                               tier_metrics=tuple(tier_metrics), replicas=tuple(replicas)))
     if result_file:
         result_file.write_text(dumps(result, "json"))
     emit(result, app.output_format if app else "table", rows=serve_rows(result),

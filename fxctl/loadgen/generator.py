@@ -61,13 +61,17 @@ class LoadSpec:
     # (blocking; returns what it did, kept in the result's phases)
     evict: Callable[[], dict] | None = None
     tier_metrics: tuple[str, ...] = ()   # endpoints of fxctl's tier (LMCache MP: the server's metrics port)
+    # behind a router (`url` is the router): each replica's base URL. The reset endpoints and /metrics go to
+    # every replica (a router passes them to one), their counters summed
+    replicas: tuple[str, ...] = ()
 
 
 class Client:
-    def __init__(self, session: aiohttp.ClientSession, base: str, time_scale: float):
+    def __init__(self, session: aiohttp.ClientSession, base: str, time_scale: float, replicas: tuple[str, ...] = ()):
         self.session = session
         self.base = base.rstrip("/")
         self.scale = time_scale if time_scale > 0 else 1.0
+        self.servers = tuple(r.rstrip("/") for r in replicas) or (self.base,)   # what serves: the replicas or base
 
     async def stream(self, path: str, body: bytes, prompt_tokens: int) -> tuple[RequestRecord, str]:
         """POST, read the SSE stream; the record and the generated text."""
@@ -112,14 +116,26 @@ class Client:
         return record, "".join(text)
 
     async def post(self, path: str, payload: dict | None = None) -> int:
-        async with self.session.post(self.base + path, json=payload or {}) as resp:
-            await resp.read()
-            return resp.status
+        """POST to every server; the first status that is not 200 (200 when all are)."""
+        statuses = []
+        for server in self.servers:
+            async with self.session.post(server + path, json=payload or {}) as resp:
+                await resp.read()
+                statuses.append(resp.status)
+        return next((s for s in statuses if s != 200), 200)
 
     async def scrape(self, extra: tuple[str, ...] = ()) -> dict[str, float]:
-        """The server's /metrics, and any other endpoints (e.g. fxctl's tier beside LMCache's server)."""
+        """The server's /metrics (every replica's, summed), and any other endpoints (e.g. fxctl's tier beside
+        LMCache's server)."""
         counters: dict[str, float] = {}
-        for url in (self.base + "/metrics", *extra):
+        for server in self.servers:
+            try:
+                async with self.session.get(server + "/metrics") as resp:
+                    for key, value in (parse_counters(await resp.text()) if resp.status == 200 else {}).items():
+                        counters[key] = counters.get(key, 0.0) + value
+            except aiohttp.ClientError:
+                continue
+        for url in extra:
             try:
                 async with self.session.get(url) as resp:
                     counters.update(parse_counters(await resp.text()) if resp.status == 200 else {})
@@ -248,7 +264,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
     # a restart between phases drops the server's end of kept-alive connections: open one per request then
     connector = aiohttp.TCPConnector(limit=0, force_close=spec.evict is not None)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        client = Client(session, spec.url, spec.time_scale)
+        client = Client(session, spec.url, spec.time_scale, spec.replicas)
         model = spec.model or await client.model_name()
         concurrency = spec.concurrency or 8
         notes: list[str] = []
