@@ -261,7 +261,11 @@ def restart(where: Where, state_dir: str, name: str | None, *,
 
     def start_routers(machine) -> HostStart:
         outcome = HostStart(machine.name)
-        launch_in_order(machine, [plan for plan, _ in saved_of(machine, True)], ready_timeout, outcome, [])
+        routers = [plan for plan, _ in saved_of(machine, True)]
+        launch_in_order(machine, routers, ready_timeout, outcome, [])
+        if routers:
+            address = next((h.address for h in everywhere.hosts if h.name == machine.name), "127.0.0.1")
+            outcome.endpoint = router.endpoint(routers[0], address)
         return outcome
 
     everywhere = where.with_router()
@@ -272,6 +276,7 @@ def restart(where: Where, state_dir: str, name: str | None, *,
         for host, o in everywhere.each(start_routers).items():
             if o.ok:
                 outcomes[host].value.instances += o.value.instances
+                outcomes[host].value.endpoint = o.value.endpoint
             else:
                 outcomes[f"{host}/router"] = o
     return outcomes
