@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,12 @@ def ray_processes(temp_dirs: list[str]) -> list[str]:
 
 def test_two_hosts_one_model_over_ray(two_hosts, serving_python, tiny_model, tmp_path):
     inventory = str(two_hosts)
+    clock = time.monotonic()
     started = fxctl("-i", inventory, "serve", "start", "--name", NAME, "--profile", "cpu-tiny", "--pp", "2",
                     "--offload", "none", "--python", serving_python, "--model", tiny_model,
                     "--l2-dir", str(tmp_path / "l2"), "--port", str(PORT), "--ready-timeout", "400")
     assert started.returncode == 0, started.stdout[-4000:] + started.stderr[-4000:]
+    start_s = time.monotonic() - clock
     hosts = json.loads(started.stdout)
     checks = {c["check"]: c["status"] for c in hosts["host0"]["checks"]}
     assert checks["python:ray"] == "ok" and checks["vllm platform plugin"] == "ok"
@@ -81,16 +84,23 @@ def test_two_hosts_one_model_over_ray(two_hosts, serving_python, tiny_model, tmp
     from openai import OpenAI
 
     client = OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key="unused", timeout=300)
+    clock = time.monotonic()
     answers = [client.completions.create(model=tiny_model, prompt=PROMPT, max_tokens=8, temperature=0)
                for _ in range(2)]
+    completion_s = (time.monotonic() - clock) / 2
     assert all(a.usage.completion_tokens == 8 for a in answers)
     assert answers[0].choices[0].text == answers[1].choices[0].text   # greedy: the same through both stages
 
     temp_dirs = [head["tier"].rsplit("temp dir ", 1)[1], worker["tier"].rsplit("temp dir ", 1)[1]]
     assert len(ray_processes(temp_dirs)) >= 4                           # raylet, GCS, monitors while it runs
+    clock = time.monotonic()
     stopped = fxctl("-i", inventory, "serve", "stop", "--name", NAME, timeout=300)
+    stop_s = time.monotonic() - clock
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     ended = {(s["host"], s["unit"]): s["was_running"] for s in json.loads(stopped.stdout)["stopped"]}
     assert ended == {("host0", f"fxctl-serve-{NAME}-0"): True, ("host0", f"fxctl-ray-{NAME}-0"): True,
                      ("host1", f"fxctl-ray-{NAME}-1"): True}   # in phases: vLLM, the worker, the head
     assert ray_processes(temp_dirs) == []
+    print(f"\nRay pp=2 over 2 sshd hosts: serve start {start_s:.0f} s (pre-flight, head, worker, vLLM ready), "
+          f"8-token completion {completion_s:.2f} s, serve stop {stop_s:.0f} s, "
+          f"text {answers[0].choices[0].text!r}")
