@@ -57,8 +57,8 @@ def parse_target(text: str, state: LabState) -> tuple[GuestRecord, str]:
 _WRITE = r"""
 f=$1/$2; mib=$3
 mountpoint -q "$1" || { echo "$1 is not a mount point" >&2; exit 3; }
-head -c "$((mib * 1048576))" /dev/urandom > "$f.tmp" && dd if="$f.tmp" of="$f" bs=1M oflag=direct conv=fsync \
-  status=none && rm -f "$f.tmp" || { rm -f "$f.tmp"; exit 1; }
+head -c "$((mib * 1048576))" /dev/urandom | dd of="$f" bs=1M iflag=fullblock oflag=direct conv=fsync status=none \
+  || exit 1
 dd if="$f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1 | tee "$4.sha256"
 """
 
