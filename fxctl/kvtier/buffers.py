@@ -47,10 +47,13 @@ def is_aligned(buf: memoryview, align: int = ALIGN) -> bool:
 class BufferPool:
     """Recycles aligned buffers by size, so hot paths do not mmap and fault in pages each time.
 
-    Keeps at most `keep_bytes` of idle buffers; the rest go back to the kernel.
+    Keeps at most `keep_bytes` of idle buffers; the rest go back to the kernel. A store keeps as many as its
+    write-behind queue can hold, so a steady stream of puts copies into memory already faulted in.
     """
 
-    def __init__(self, keep_bytes: int = 256 * 1024 * 1024):
+    DEFAULT_KEEP_BYTES = 256 * 1024 * 1024
+
+    def __init__(self, keep_bytes: int = DEFAULT_KEEP_BYTES):
         self.keep_bytes = keep_bytes
         self._idle: dict[int, list[memoryview]] = defaultdict(list)
         self._idle_bytes = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from fxctl.kvtier.admission import ADMISSION_POLICIES, DEFAULT_ADMISSION
 from fxctl.units import GIB, KIB, MIB  # noqa: F401 (MIB: imported from here by the tier's users)
 
 PAGE_BYTES = 64 * KIB  # L2 allocation unit: every chunk starts on a 64 KiB boundary
@@ -38,6 +39,11 @@ class TierConfig:
     protected_share: float = 0.8           # share of L1 kept for chunks hit at least twice
     promote_after_hits: int = 2            # L2 hits before a chunk is copied up into L1
     direct_io: bool = True                 # O_DIRECT where the filesystem allows it
+    l2_admission: str = DEFAULT_ADMISSION  # which chunks L2 gets: always | second-use | l1-evict (admission.py)
+
+    def __post_init__(self) -> None:
+        if self.l2_admission not in ADMISSION_POLICIES:
+            raise ValueError(f"l2_admission: {self.l2_admission!r} is not one of {', '.join(ADMISSION_POLICIES)}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> TierConfig:

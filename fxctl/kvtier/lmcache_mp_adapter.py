@@ -12,7 +12,9 @@ adapter_params are TierConfig fields, and:
   metrics_lmcache  true (default): include the server process's default registry (LMCache's own metrics).
 
 Tasks run on a small thread pool; completion is signalled on the event fds LMCache's L2 controller polls.
-The caller owns the MemoryObjs: stores copy them before the task completes, loads read straight into them.
+The caller owns the MemoryObjs and keeps them until a task completes: stores write straight from them (the
+task completes once the write-behind is done with every buffer; a buffer not page-aligned is copied),
+loads read straight into them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,21 @@ log = logging.getLogger(__name__)
 def object_key_name(key) -> str:
     name = f"{key.model_name}@{key.kv_rank}@{key.chunk_hash.hex()}@{key.object_group_id}"
     return f"{name}@{key.cache_salt}" if key.cache_salt else name
+
+
+class StoreTask:
+    """Counts the buffers of one store task still borrowed; `on_done` runs once, when the last is released."""
+
+    def __init__(self, parts: int, on_done):
+        self.left, self.on_done, self.names = parts, on_done, []
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            self.left -= 1
+            last = self.left == 0
+        if last:
+            self.on_done()
 
 
 class FxTierL2Adapter(L2AdapterInterface):
@@ -88,19 +105,25 @@ class FxTierL2Adapter(L2AdapterInterface):
         return task
 
     def _store(self, task: L2TaskId, keys: list, objects: list) -> None:
-        stored_keys, sizes, ok = [], [], True
+        """Borrow each MemoryObj's bytes (no copy: LMCache keeps the objects until the task completes) and
+        complete the task once the write-behind has released every one of them."""
+        done = StoreTask(len(keys) + 1, lambda: self._store_done(task, done))
         for key, obj in zip(keys, objects):
             name = object_key_name(key)
             if self.store.contains([name]):
+                done.release()
                 continue
             data = obj.byte_array
-            ok &= self.store.put(name, data)  # copied: the caller owns obj once the task completes
-            stored_keys.append(key)
-            sizes.append(len(data))
+            done.names.append((key, name, len(data)))
+            self.store.put(name, data, release=done.release)  # copied where it cannot be borrowed
+        done.release()  # the submitter's own share: the task cannot complete before every put is issued
+
+    def _store_done(self, task: L2TaskId, done: StoreTask) -> None:
+        stored = [(key, nbytes) for key, name, nbytes in done.names if self.store.contains([name])]
         with self._lock:
-            self._stored[task] = L2StoreResult(ok, sum(sizes))
-        if stored_keys:
-            self._notify_keys_stored(stored_keys, sizes)
+            self._stored[task] = L2StoreResult(len(stored) == len(done.names), sum(n for _k, n in stored))
+        if stored:
+            self._notify_keys_stored([k for k, _n in stored], [n for _k, n in stored])
         self._events["store"].notify()
 
     def pop_completed_store_tasks(self) -> dict[L2TaskId, L2StoreResult]:

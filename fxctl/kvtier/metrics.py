@@ -10,6 +10,8 @@ each onto a Prometheus family and its labels. Exported families (`tier` is l1 or
   fxctl_tier_demoted_total, fxctl_tier_promoted_total, fxctl_tier_dropped_total   moves between tiers
   fxctl_tier_errors_total{tier="l2",kind=...}              read, write, enospc, checksum, checkpoint, open ...
   fxctl_tier_skipped_writes_total, fxctl_tier_queue_full_total, fxctl_tier_puts_total
+  fxctl_tier_put_bytes_total                               bytes put (L2 write amplification: l2 write_bytes / this)
+  fxctl_tier_admissions_refused_total{tier="l2"}           puts and evictions the admission policy kept out of L2
   fxctl_tier_read_latency_seconds{tier}                    histogram of chunk reads
   fxctl_tier_op_latency_seconds{op}                        histogram of put, l2_write, contains
   fxctl_tier_usage_bytes, fxctl_tier_max_capacity_bytes, fxctl_tier_chunks   gauges, read at scrape time
@@ -51,7 +53,8 @@ COUNTERS: dict[str, tuple[str, dict[str, str]]] = {
     "l1_evictions": ("evicted", L1), "l2_evictions": ("evicted", L2),
     "l1_demotions": ("demoted", L1), "l1_dropped": ("dropped", L1), "l2_promotions": ("promoted", L2),
     "l2_skipped_writes": ("skipped_writes", L2), "l2_queue_full": ("queue_full", L2),
-    "puts": ("puts", {}),
+    "puts": ("puts", {}), "put_bytes": ("put_bytes", {}),
+    "l2_admissions_refused": ("admissions_refused", L2),
     **{f"l2_{name}": ("errors", {"tier": "l2", "kind": kind}) for name, kind in (
         ("read_errors", "read"), ("write_errors", "write"), ("enospc", "enospc"),
         ("checksum_failures", "checksum"), ("checkpoint_errors", "checkpoint"), ("open_failures", "open"),
@@ -66,6 +69,8 @@ HELP = {
     "promoted": "Chunks copied up from L2 into L1 after repeated hits",
     "skipped_writes": "Chunks not written to L2 (queue full or an error)",
     "queue_full": "Puts that found the write-behind queue full", "puts": "Chunks put into the store",
+    "put_bytes": "Bytes of chunks put into the store (write amplification: write_bytes{tier=l2} / put_bytes)",
+    "admissions_refused": "Puts and L1 evictions the L2 admission policy did not write (l2_admission)",
     "errors": "Errors of the tier, by kind (an error is a miss or a skipped write, never the caller's)",
     "events": "Other events of the tier store",
 }

@@ -14,28 +14,19 @@ import itertools
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from fxctl.kvtier.admission import Admission
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.config import TierConfig, padded
 from fxctl.kvtier.dram import DramPool, L1Chunk
 from fxctl.kvtier.l2 import L2Tier
 from fxctl.kvtier.metrics import TierMetrics
+from fxctl.kvtier.writebehind import PendingWrite, WriteBehind
 
 log = logging.getLogger(__name__)
-
-
-class PendingWrite:
-    """A chunk queued for L2; `cancelled` once removed or put again (the writer then drops it)."""
-
-    __slots__ = ("key", "buf", "nbytes", "meta", "release", "cancelled")
-
-    def __init__(self, key: str, buf: memoryview, nbytes: int, meta: bytes,
-                 release: Callable[[], None] | None):
-        self.key, self.buf, self.nbytes, self.meta, self.release = key, buf, nbytes, meta, release
-        self.cancelled = False
 
 
 class TierStore:
@@ -43,21 +34,17 @@ class TierStore:
         self.cfg = cfg
         self.metrics = TierMetrics()
         self.metrics.watch(self.usage)
-        self.pool = BufferPool()
+        self.pool = BufferPool(max(BufferPool.DEFAULT_KEEP_BYTES, cfg.max_pending_bytes))
         self.l1 = DramPool(cfg.l1_bytes, cfg.protected_share)
+        self.admission = Admission(cfg.l2_admission)
         self.l2 = self._open_l2() if cfg.l2_bytes > 0 and cfg.l2_path else None
         self._lock = threading.Lock()
-        self._pins: Counter[str] = Counter()
-        self._pending: dict[str, PendingWrite] = {}
-        self._queue: deque[PendingWrite] = deque()
-        self._queued_bytes = 0
         self._cond = threading.Condition(self._lock)
+        self._pins: Counter[str] = Counter()
         self._closed = False
         self._readers = ThreadPoolExecutor(max(1, cfg.io_threads), thread_name_prefix="kvtier-read")
-        self._writers = [threading.Thread(target=self._write_loop, name=f"kvtier-write-{i}", daemon=True)
-                         for i in range(max(1, cfg.write_threads) if self.l2 else 0)]
-        for t in self._writers:
-            t.start()
+        self.writes = WriteBehind(self.l2, cfg, self.metrics, self._cond, self._is_pinned, self._written_locked,
+                                  self._give_back) if self.l2 is not None else None
 
     def _open_l2(self) -> L2Tier | None:
         """L2, or None when its directory cannot be opened: the engine then serves from L1 alone, counted
@@ -69,15 +56,21 @@ class TierStore:
             log.error("kvtier: cannot open L2 at %s (%s); serving from L1 only", self.cfg.l2_path, exc)
             return None
 
+    def _pending(self, key: str) -> PendingWrite | None:
+        return self.writes.get(key) if self.writes is not None else None
+
     # -- put --------------------------------------------------------------------------------------
     def put(self, key: str, data, meta: bytes = b"", release: Callable[[], None] | None = None) -> bool:
         """Store a chunk. Without `release` the bytes are copied now; with it the buffer is borrowed
-        (it must stay unchanged) until `release()` is called once the store is done with it.
-        Returns False if the chunk could be kept in no tier."""
+        (it must stay unchanged) until `release()` is called once the store is done with it (at once when
+        it cannot be borrowed: not page-aligned, or L1 keeps a copy).
+        Returns False if the chunk could be kept in no tier (or the admission policy refused it)."""
         t0 = time.perf_counter()
         src = memoryview(data).cast("B")
         nbytes = len(src)
-        borrowed = release is not None and nbytes % ALIGN == 0 and is_aligned(src)
+        # a borrowed buffer can only go straight to L2: L1 keeps chunks in buffers of its own
+        borrowed = (release is not None and self.cfg.l1_bytes <= 0 and self.writes is not None
+                    and nbytes % ALIGN == 0 and is_aligned(src))
         if borrowed:
             buf = src
         else:
@@ -95,33 +88,33 @@ class TierStore:
             self.metrics.add("l1_stores")
             self.metrics.add("l1_bytes_written", nbytes)
         self.metrics.add("puts")
+        self.metrics.add("put_bytes", nbytes)
         self.metrics.observe("put", time.perf_counter() - t0)
         return kept or queued
 
     def _place(self, item: PendingWrite, borrowed: bool) -> tuple[bool, bool, list]:
-        """Put a new chunk into L1 and the write-behind queue in one step under the lock: in between, another
-        thread's eviction could free the buffer while the queue still needs it."""
+        """Put a new chunk into L1 and (if admitted) the write-behind queue in one step under the lock: in
+        between, another thread's eviction could free the buffer while the queue still needs it."""
         with self._cond:
-            queued = self.l2 is not None and self._wait_for_queue_room_locked(len(item.buf))
+            to_l1 = not borrowed and self.cfg.l1_bytes > 0 and self.l1.fits(len(item.buf))
+            admitted = self.writes is not None and self.admission.on_put(item.key, to_l1)
+            queued = admitted and self.writes.wait_for_room_locked(len(item.buf))  # may let go of the lock
             kept, free = False, []
-            if not borrowed and self.cfg.l1_bytes > 0:
+            if to_l1:
                 # before the new pending write is registered: an older version's buffer still belongs to
                 # its own (now cancelled) write, which frees it
                 kept, free = self._insert_l1_locked(item.key, L1Chunk(item.buf, item.nbytes, item.meta))
+            if not kept and not admitted and self.writes is not None and self.admission.on_evict(item.key):
+                admitted = True  # L1 could not take it (pinned full): evicted at once
+                queued = self.writes.has_room_locked(len(item.buf))
             if queued:
-                old = self._pending.get(item.key)
-                if old is not None:
-                    old.cancelled = True  # superseded: the writer drops it
-                self._pending[item.key] = item
-                self._queue.append(item)
-                self._queued_bytes += len(item.buf)
-                self._cond.notify_all()
-            elif kept:
-                old = self._pending.pop(item.key, None)
-                if old is not None:
-                    old.cancelled = True  # an older version must not be committed over this one
+                self.writes.enqueue_locked(item)
+            elif self.writes is not None:
+                self.writes.cancel_locked(item.key)  # an older version must not be committed over this one
+                if not admitted:
+                    self.metrics.add("l2_admissions_refused")
         if kept and not queued and self.l2 is not None:
-            self.l2.remove(item.key)  # L2 may hold an older version; this one is demoted on eviction
+            self.l2.remove(item.key)  # L2 may hold an older version; this one goes there later, if admitted
         return kept, queued, free
 
     def _insert_l1_locked(self, key: str, chunk: L1Chunk, protected: bool = False) -> tuple[bool, list]:
@@ -130,7 +123,7 @@ class TierStore:
         free = []
         for old_key, old in evicted:
             self.metrics.add("l1_evictions")
-            writing = self._pending.get(old_key)
+            writing = self._pending(old_key)
             if writing is not None and writing.buf is old.buf:
                 continue  # the write-behind still holds this buffer (demotion in flight); it frees it
             if old_key == key or old.buf is chunk.buf:
@@ -143,71 +136,33 @@ class TierStore:
         return inserted, free
 
     def _demote_locked(self, key: str, chunk: L1Chunk) -> bool:
-        """Queue an evicted chunk that L2 does not have yet (never waits: the lock is held)."""
-        if self.l2 is None or self._closed or key in self._pending or (
-                self._queued_bytes and self._queued_bytes + len(chunk.buf) > self.cfg.max_pending_bytes):
-            if self.l2 is not None:
-                self.metrics.add("l1_dropped")
+        """Queue an evicted chunk that L2 does not have yet, if the policy admits it (never waits)."""
+        if self.writes is None:
             return False
-        item = PendingWrite(key, chunk.buf, chunk.nbytes, chunk.meta, None)
-        self._pending[key] = item
-        self._queue.append(item)
-        self._queued_bytes += len(chunk.buf)
+        if not self.admission.on_evict(key):
+            self.metrics.add("l2_admissions_refused")
+            return False
+        if key in self.writes or not self.writes.has_room_locked(len(chunk.buf)):
+            self.metrics.add("l1_dropped")
+            return False
+        self.writes.enqueue_locked(PendingWrite(key, chunk.buf, chunk.nbytes, chunk.meta, None))
         self.metrics.add("l1_demotions")
-        self._cond.notify_all()
         return True
 
-    def _wait_for_queue_room_locked(self, size: int) -> bool:
-        deadline = time.monotonic() + self.cfg.put_wait_s
-        while self._queued_bytes + size > self.cfg.max_pending_bytes and self._queued_bytes and not self._closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.metrics.add("l2_skipped_writes")
-                self.metrics.add("l2_queue_full")
-                return False
-            self._cond.wait(left)
-        return not self._closed
+    def _admit_on_hit_locked(self, key: str, chunk: L1Chunk) -> None:
+        """A chunk hit in L1 that L2 does not have: queued now if the policy writes on a second use."""
+        if self.writes is None or chunk.in_l2 or key in self.writes or not self.admission.on_l1_hit(key):
+            return
+        if self.writes.has_room_locked(len(chunk.buf)):
+            self.writes.enqueue_locked(PendingWrite(key, chunk.buf, chunk.nbytes, chunk.meta, None))
 
-    def _write_loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch, batch_bytes = [], 0
-                while self._queue and (not batch or batch_bytes < 256 * 1024 * 1024) and len(batch) < 64:
-                    item = self._queue.popleft()
-                    batch.append(item)
-                    batch_bytes += len(item.buf)
-            self._write_batch(batch)
-
-    def _write_batch(self, batch: list[PendingWrite]) -> None:
-        live = [w for w in batch if not w.cancelled]
-        t0 = time.perf_counter()
-        try:
-            ok = self.l2.store([(w.key, w.buf, w.nbytes, w.meta) for w in live], self._is_pinned,
-                               wanted=lambda i: not live[i].cancelled) if live else []
-        except Exception:  # a bug must not kill the writer (flush would wait forever) nor reach the caller
-            log.exception("kvtier: write-behind batch failed")
-            self.metrics.add("l2_skipped_writes", len(live))
-            ok = [False] * len(live)
-        if live:
-            self.metrics.observe("l2_write", time.perf_counter() - t0)
-        stored = {id(w) for w, done in zip(live, ok) if done}
-        with self._cond:
-            for w in batch:
-                self._queued_bytes -= len(w.buf)
-                if self._pending.get(w.key) is w:
-                    del self._pending[w.key]
-                chunk = self.l1.peek(w.key)
-                if chunk is not None and chunk.buf is w.buf:
-                    chunk.in_l2 = id(w) in stored  # if not, its eviction tries the write again
-                    w.buf = None
-            self._cond.notify_all()
+    def _written_locked(self, batch: list[PendingWrite], stored: set[int]) -> None:
+        """A write-behind batch is done: L1's copies learn whether L2 has them (keeping their buffers)."""
         for w in batch:
-            if w.buf is not None:
-                self._give_back(w.buf, w.release)
+            chunk = self.l1.peek(w.key)
+            if chunk is not None and chunk.buf is w.buf:
+                chunk.in_l2 = id(w) in stored  # if not, its eviction tries the write again
+                w.buf = None
 
     def _give_back(self, buf: memoryview, release: Callable[[], None] | None) -> None:
         if release is not None:
@@ -217,14 +172,7 @@ class TierStore:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write-behind has finished; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._queued_bytes:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+        return self.writes.flush(timeout) if self.writes is not None else True
 
     # -- lookups ----------------------------------------------------------------------------------
     def contains(self, keys: Sequence[str], pin: bool = False) -> int:
@@ -233,7 +181,7 @@ class TierStore:
         n = 0
         with self._lock:
             for key in keys:
-                if key not in self.l1 and key not in self._pending and not (self.l2 and self.l2.contains(key)):
+                if key not in self.l1 and self._pending(key) is None and not (self.l2 and self.l2.contains(key)):
                     break
                 if pin:
                     self._pins[key] += 1
@@ -247,7 +195,7 @@ class TierStore:
             chunk = self.l1.peek(key)
             if chunk is not None:
                 return chunk.nbytes, chunk.meta
-            pending = self._pending.get(key)
+            pending = self._pending(key)
             if pending is not None:
                 return pending.nbytes, pending.meta
         return self.l2.meta(key) if self.l2 else None
@@ -297,10 +245,12 @@ class TierStore:
         with self._lock:
             chunk = self.l1.touch(key)
             if chunk is None:
-                pending = self._pending.get(key)
+                pending = self._pending(key)
                 if pending is None:
                     return None
                 chunk = L1Chunk(pending.buf, pending.nbytes, pending.meta)
+            else:
+                self._admit_on_hit_locked(key, chunk)
             if len(dest) < chunk.nbytes:
                 return None
             dest[:chunk.nbytes] = chunk.buf[:chunk.nbytes]
@@ -330,7 +280,7 @@ class TierStore:
         buf = self.pool.take(padded(nbytes, ALIGN))
         buf[:nbytes] = src[:nbytes]
         with self._lock:
-            if key in self.l1 or key in self._pending:
+            if key in self.l1 or self._pending(key) is not None:
                 inserted, free = False, []
             else:
                 inserted, free = self._insert_l1_locked(
@@ -348,7 +298,7 @@ class TierStore:
 
     def pin(self, key: str) -> bool:
         with self._lock:
-            if key not in self.l1 and key not in self._pending and not (self.l2 and self.l2.contains(key)):
+            if key not in self.l1 and self._pending(key) is None and not (self.l2 and self.l2.contains(key)):
                 return False
             self._pins[key] += 1
             return True
@@ -365,9 +315,7 @@ class TierStore:
     def remove(self, key: str) -> bool:
         with self._lock:
             chunk = self.l1.remove(key)
-            pending = self._pending.pop(key, None)
-            if pending is not None:
-                pending.cancelled = True
+            pending = self.writes.cancel_locked(key) if self.writes is not None else None
         if chunk is not None and (pending is None or pending.buf is not chunk.buf):
             self.pool.give(chunk.buf)
         in_l2 = self.l2.remove(key) if self.l2 else False
@@ -375,12 +323,12 @@ class TierStore:
 
     def is_writing(self, key: str) -> bool:
         """True while a put of key waits for (or is in) its write to L2."""
-        return key in self._pending
+        return self._pending(key) is not None
 
     def clear(self) -> int:
         """Remove every chunk from every tier; returns how many keys were removed."""
         with self._lock:
-            keys = set(self.l1.keys()) | set(self._pending)
+            keys = set(self.l1.keys()) | set(self.writes.pending if self.writes is not None else ())
         if self.l2 is not None:
             keys |= set(self.l2.index)
         return sum(self.remove(k) for k in keys)
@@ -396,7 +344,8 @@ class TierStore:
         with self._lock:
             l1 = {"chunks": len(self.l1), "used_bytes": self.l1.used, "budget_bytes": self.l1.budget,
                   "capacity_bytes": self.l1.budget, "protected_bytes": self.l1.protected_used}
-            pending = {"chunks": len(self._pending), "bytes": self._queued_bytes}
+            writes = self.writes
+            pending = {"chunks": len(writes.pending) if writes else 0, "bytes": writes.queued_bytes if writes else 0}
             pins = len(self._pins)
         return {"l1": l1, "l2": self.l2.usage() if self.l2 else None, "write_behind": pending, "pinned_chunks": pins}
 
@@ -407,12 +356,9 @@ class TierStore:
         """Finish queued writes, checkpoint the index and release everything."""
         if self._closed:
             return
-        self.flush()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        for t in self._writers:
-            t.join()
+        self._closed = True
+        if self.writes is not None:
+            self.writes.close()
         self._readers.shutdown(wait=True)
         if self.l2 is not None:
             self.l2.close()
