@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fxctl.kvtier.admission import DEFAULT_ADMISSION
 from fxctl.kvtier.config import CHUNK_TOKENS, GIB, IO_THREADS, TierConfig
 
 PLUGIN_NAME = "fxtier"
@@ -21,6 +22,7 @@ EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierCo
 def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_bytes: int = 0,
                           chunk_size: int = CHUNK_TOKENS, io_threads: int = IO_THREADS, durable: bool = True,
                           segment_bytes: int = GIB, hash_algorithm: str = "sha256_cbor", metrics_port: int = 0,
+                          l2_admission: str = DEFAULT_ADMISSION,
                           extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """LMCache's YAML config (as a dict) for one serving instance.
 
@@ -32,13 +34,15 @@ def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_byt
     if cpu_bytes <= 0:
         raise ValueError("cpu_bytes must be > 0: LMCache plugins stage through LocalCPUBackend")
     tier = TierConfig(l2_path=l2_path, l1_bytes=l1_bytes, l2_bytes=l2_bytes, io_threads=io_threads,
-                      durable=durable, segment_bytes=segment_bytes)
+                      durable=durable, segment_bytes=segment_bytes, l2_admission=l2_admission)
     extra_config: dict[str, Any] = {
         f"storage_plugin.{PLUGIN_NAME}.module_path": MODULE_PATH,
         f"storage_plugin.{PLUGIN_NAME}.class_name": CLASS_NAME,
     }
     for name in ("l2_path", "l1_bytes", "l2_bytes", "segment_bytes", "io_threads", "durable"):
         extra_config[EXTRA_PREFIX + name] = getattr(tier, name)
+    if tier.l2_admission != DEFAULT_ADMISSION:
+        extra_config[EXTRA_PREFIX + "l2_admission"] = tier.l2_admission
     if metrics_port:
         extra_config[EXTRA_PREFIX + "metrics_port"] = metrics_port
     extra_config.update(extra or {})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 from fxctl.kvtier import lmcache_server
+from fxctl.kvtier.admission import DEFAULT_ADMISSION
 
 MODES = ("mp", "in-process")
 # ports of a deployment's LMCache server, from the first vLLM port P: ZMQ P+500, HTTP P+501, tier metrics P+502
@@ -59,7 +60,8 @@ def server_argv(settings, l2_path: str) -> tuple[str, ...]:
     return tuple(lmcache_server.server_argv(
         settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
         settings.l2_bytes_per_instance * settings.instances, metrics_port, http_port=http_port,
-        chunk_size=settings.chunk_size))
+        chunk_size=settings.chunk_size,
+        tier={"l2_admission": settings.l2_admission} if settings.l2_admission != DEFAULT_ADMISSION else None))
 
 
 def server_environment() -> dict[str, str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import yaml
 
 from fxctl.errors import BadInput
+from fxctl.kvtier.admission import DEFAULT_ADMISSION
 from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
 from fxctl.serve.lmcache_mode import (
@@ -75,6 +76,7 @@ class ServeSettings:
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
     chunk_size: int = CHUNK_TOKENS
+    l2_admission: str = DEFAULT_ADMISSION  # fxctl's L2 write admission (profile tiers.l2_admission)
     state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
     time_scale: float = DEFAULT_SIM_TIME_SCALE
     site_dir: str | None = None         # sim on a host without pip: fxctl + deps unpacked here (PYTHONPATH)
@@ -267,7 +269,8 @@ def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
                 "max_local_disk_size": round(settings.l2_bytes_per_instance / GB, 3),
                 "pre_caching_hash_algorithm": "sha256_cbor"}
     return render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
-                                 cpu_bytes=settings.l1_bytes_per_instance, chunk_size=settings.chunk_size)
+                                 cpu_bytes=settings.l1_bytes_per_instance, chunk_size=settings.chunk_size,
+                                 l2_admission=settings.l2_admission)
 
 
 def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: str | None) -> dict[str, str]:
@@ -362,6 +365,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         max_model_len=loaded.get("model", "max_model_len") if device == "cpu" else None,
         cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
         chunk_size=loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS),
+        l2_admission=loaded.get("tiers", "l2_admission", DEFAULT_ADMISSION),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
         engine_command=tuple(given.get("engine_command", ())),

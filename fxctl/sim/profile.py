@@ -19,6 +19,7 @@ from fxctl.errors import BadInput
 from fxctl.inventory.fields import Str, one_of, refuse, shape
 from fxctl.inventory.problems import problems_of
 from fxctl.inventory.source import Document, SyntaxProblem, load_yaml_file
+from fxctl.kvtier.admission import ADMISSION_POLICIES
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 from fxctl.shipped import profile_path, shipped_dir
 
@@ -138,6 +139,7 @@ class TiersSection:
     l2_read_efficiency: cost() = None
     l2_request_read_gbs: cost() = None
     l2_backend: param(str, choices=("fxctl", "lmcache-disk")) = None
+    l2_admission: param(str, choices=ADMISSION_POLICIES) = None  # which chunks fxctl's L2 writes (kvtier/admission.py)
     stock_l2_read_efficiency: cost() = None
     stock_l2_link_efficiency: cost() = None
 

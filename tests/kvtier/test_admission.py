@@ -112,3 +112,21 @@ def test_put_with_l1_copies_and_releases_at_once(disk_dir):
     with store(disk_dir, "always") as st:
         st.put("k", aligned_buffer(SIZE), release=lambda: calls.append(1))
         assert calls == [1]
+
+
+def test_the_policy_reaches_both_serving_paths():
+    from fxctl.kvtier.lmcache_config import render_lmcache_config, tier_config_from_extra
+    from fxctl.kvtier.lmcache_server import adapter_spec
+
+    cfg = render_lmcache_config(l2_path="/x", l2_bytes=1 << 30, cpu_bytes=1 << 30, l2_admission="l1-evict")
+    assert tier_config_from_extra(cfg["extra_config"]).l2_admission == "l1-evict"
+    spec = adapter_spec("/x", 1 << 30, l2_admission="second-use")
+    assert TierConfig.from_mapping(spec["adapter_params"]).l2_admission == "second-use"
+
+
+def test_a_profile_names_only_known_policies():
+    from fxctl.sim.profile import TiersSection
+
+    assert TiersSection(l2_admission="second-use").l2_admission.value == "second-use"
+    with pytest.raises(Exception, match="l1-evict"):
+        TiersSection(l2_admission="never")
