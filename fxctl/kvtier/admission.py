@@ -9,8 +9,9 @@
               is written at once). Chunks that live and die in L1 cost no write; what L1 holds at a crash
               is lost (cold recovery finds only what was evicted before).
 
-Refused writes are counted (`l2_admissions_refused`: a put or an eviction that did not write); the write
-amplification is the tier's `l2_bytes_written` over `put_bytes`.
+Refusals are counted (`l2_admissions_refused`: an eviction, or a put L1 could not keep, that the policy did not
+write, so the chunk left the tier); a put L1 keeps is only deferred. The write amplification is the tier's
+`l2_bytes_written` over `put_bytes`.
 """
 
 from __future__ import annotations

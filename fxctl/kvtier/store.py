@@ -111,7 +111,7 @@ class TierStore:
                 self.writes.enqueue_locked(item)
             elif self.writes is not None:
                 self.writes.cancel_locked(item.key)  # an older version must not be committed over this one
-                if not admitted:
+                if not admitted and not kept:  # kept: deferred (a hit or an eviction may still write it)
                     self.metrics.add("l2_admissions_refused")
         if kept and not queued and self.l2 is not None:
             self.l2.remove(item.key)  # L2 may hold an older version; this one goes there later, if admitted
