@@ -16,7 +16,7 @@ import pytest
 from fxctl.errors import BadInput, ExitCode, FxError
 from fxctl.lab import fault
 from fxctl.lab.drill_data import parse_target
-from fxctl.lab.qemu import QMP_SOCKET
+from fxctl.lab.qemu import QMP_SOCKET, qmp_socket
 from fxctl.lab.qmp import QmpClient, QmpError
 from fxctl.lab.state import DriveRecord, GuestRecord, LabState, LinkRecord
 from tests.support.cli import run_main
@@ -105,6 +105,14 @@ def lab_state(short_dir, monkeypatch):
 
 def qemu_for(state: LabState, guest: str, **kwargs) -> FakeQemu:
     return FakeQemu(state.folder / "guests" / guest / QMP_SOCKET, **kwargs)
+
+
+def test_a_control_socket_path_too_long_for_unix_sockets_moves_to_the_temporary_directory(tmp_path):
+    deep = tmp_path / ("d" * 60) / "guests" / "initiator1"
+    path = qmp_socket(deep)
+    assert len(str(path)) <= 100 and path.name.startswith("fxctl-qmp-")
+    assert qmp_socket(deep) == path and qmp_socket(tmp_path / "other" / ("d" * 60)) != path
+    assert qmp_socket(Path("/s/lab/guests/t1")) == Path("/s/lab/guests/t1/qmp.sock")
 
 
 def test_client_negotiates_executes_and_keeps_events(short_dir):

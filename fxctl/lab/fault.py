@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from fxctl.errors import BadInput, FxError
 from fxctl.lab.access import guest_host, wait_until_answering
-from fxctl.lab.qemu import QMP_SOCKET, drive_device_id, is_guest_process
+from fxctl.lab.qemu import drive_device_id, is_guest_process, qmp_socket
 from fxctl.lab.qmp import QmpClient, QmpError
 from fxctl.lab.state import GuestRecord, LabState, guest_dir
 from fxctl.remote.command import script
@@ -67,7 +67,7 @@ def running_guest(state: LabState | None, lab_name: str, name: str) -> GuestReco
 
 
 def control(state: LabState, guest: GuestRecord, timeout_s: float = 10.0) -> QmpClient:
-    return QmpClient(guest_dir(state.name, guest.name) / QMP_SOCKET, timeout_s=timeout_s)
+    return QmpClient(qmp_socket(guest_dir(state.name, guest.name)), timeout_s=timeout_s)
 
 
 @contextlib.contextmanager

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +27,16 @@ def drive_device_id(number: int) -> str:
     return f"nvme{number}"
 
 
+def qmp_socket(folder: Path) -> Path:
+    """The guest's control socket: in its folder, or (a unix socket path has at most 107 bytes) a name
+    derived from the folder in the temporary directory when that path would be too long."""
+    path = folder / QMP_SOCKET
+    if len(os.fsencode(path)) <= 100:
+        return path
+    digest = hashlib.sha256(os.fsencode(folder.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"fxctl-qmp-{digest}.sock"
+
+
 def process_name(lab: str, guest: str) -> str:
     return f"fxctl-lab-{lab}-{guest}"
 
@@ -38,7 +50,7 @@ def qemu_argv(lab: str, guest: GuestRecord, *, vmlinux: str, initramfs: str, mem
         "-m", str(memory_mib), "-uuid", guest.uuid,
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", f"file:{folder / 'console.log'}",
-        "-qmp", f"unix:{folder / QMP_SOCKET},server=on,wait=off",
+        "-qmp", f"unix:{qmp_socket(folder)},server=on,wait=off",
         "-kernel", vmlinux, "-initrd", initramfs, "-append", KERNEL_CMDLINE,
         "-fw_cfg", f"name={SEED_FW_CFG_NAME},file={folder / 'seed.tar'}",
         "-device", "virtio-rng-pci",
