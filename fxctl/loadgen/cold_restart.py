@@ -109,13 +109,16 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
                                 vocab=model_vocab(spec.model), logprobs=True)
         plans = plan_instances(settings, "local")
         server = [p for p in plans if p.is_server and p.metrics_port]
-        url = f"http://127.0.0.1:{router_port(settings) if wanted(settings, 1) else spec.port}"
+        routed = wanted(settings, 1)
+        engines = [p for p in plans if p.role == "engine"]
+        url = f"http://127.0.0.1:{router_port(settings) if routed else spec.port}"
         result = run_load(LoadSpec(url, workload, concurrency=spec.concurrency,
                                    requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,
                                    evict=restart(settings, spec.ready_timeout_s),
-                                   tier_metrics=tuple(f"http://127.0.0.1:{p.metrics_port}/metrics" for p in server)))
-        if wanted(settings, 1):
-            spread_over_replicas(result, [p for p in plans if p.role == "engine"], router_port(settings) + 1)
+                                   tier_metrics=tuple(f"http://127.0.0.1:{p.metrics_port}/metrics" for p in server),
+                                   replicas=tuple(f"http://127.0.0.1:{p.port}" for p in engines) if routed else ()))
+        if routed:
+            spread_over_replicas(result, engines, router_port(settings) + 1)
     finally:
         deploy.stop(deploy.Where(), settings.state_dir, settings.name)
     return result
@@ -123,11 +126,11 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
 
 def spread_over_replicas(result: dict, engines: list, router_metrics_port: int) -> None:
     """Behind the router, what each replica served after the restart (its counters started with its process
-    at the restart, so they hold the measured phase only) and how the router spread the requests; the
-    connector's share is summed over the replicas (the router's own /metrics is not vLLM's)."""
+    at the restart, so they hold the measured phase only) and how the router spread the requests (the
+    connector's share over all replicas is the load generator's: it scrapes every replica)."""
     import urllib.request
 
-    from fxctl.serve.replica_metrics import engine_counters, hit_rates, router_counters, summed
+    from fxctl.serve.replica_metrics import engine_counters, hit_rates, router_counters
 
     def page(port: int) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
@@ -136,11 +139,8 @@ def spread_over_replicas(result: dict, engines: list, router_metrics_port: int) 
     rows = [{"port": p.port, **engine_counters(page(p.port))} for p in engines]
     for row in rows:
         row.update(hit_rates(row))
-    total = summed([{k: v for k, v in r.items() if k in ("external_hits", "external_queries")} for r in rows])
     result["replicas"] = rows
     result["router"] = router_counters(page(router_metrics_port))
-    result["tier_hits"] = {**(result["tier_hits"] or {}), "external": {
-        "hit_tokens": total.get("external_hits", 0.0), "query_tokens": total.get("external_queries", 0.0)}}
 
 
 def compare(results: dict[str, dict]) -> list[dict]:
