@@ -48,6 +48,11 @@ def available() -> str | None:
 
 
 def start_hosts(folder: Path, count: int, client_pub: Path) -> list[NsHost]:
+    for i in range(count):   # what a killed earlier run left (its namespaces' processes died with it or are killed)
+        if subprocess.run(["ip", "netns", "pids", f"fxctl-ns{i}"], capture_output=True).returncode == 0:
+            kill_all(f"fxctl-ns{i}")
+            subprocess.run(["ip", "netns", "del", f"fxctl-ns{i}"], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
     ip("link", "add", BRIDGE, "type", "bridge")
     ip("addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
     ip("link", "set", BRIDGE, "up")
@@ -102,13 +107,16 @@ def known_hosts(hosts: list[NsHost]) -> str:
 def stop_hosts(hosts: list[NsHost]) -> None:
     """Kill whatever still runs in each namespace (sshd and anything a test left), then remove it all."""
     for host in hosts:
-        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
+        kill_all(host.netns)
         host.process.wait(10)
         subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{host.netns}-h"], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+
+
+def kill_all(netns: str) -> None:
+    for pid in subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split():
+        try:
+            os.kill(int(pid), 9)
+        except (ProcessLookupError, ValueError):
+            pass
