@@ -44,6 +44,18 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
         (routed,) = [s for s in status["instances"] if s["engine"] == "router"]
         assert [w["requests"] for w in routed["load"]["workers"].values()] == [2.0, 2.0]   # round robin
         assert status["hosts"][0]["engines"] == 2 and status["hosts"][0]["ready"] == 2
+        # fxctl tune sweeps the policy: the router restarted per policy through fxctl serve, the engines kept
+        tuned = fxctl("tune", "--target", "url", "--url", endpoint.removesuffix("/v1"), "--workload", "long-context",
+                      "--param", "serving.router.policy=cache_aware,round_robin", "--slo", "ttft_p50<=60s",
+                      "--grid", "--concurrency", "1", "--requests-per-client", "2", "--prompt-tokens", "64",
+                      "--output-tokens", "2", "--run-dir", str(tmp_path / "tune"))
+        assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+        trials = json.loads(tuned.stdout)["trials"]
+        assert sorted(t["settings"] for t in trials) == ["router.policy=cache_aware", "router.policy=round_robin"]
+        assert all(t["completed"] == 2 for t in trials)
+        after = json.loads(fxctl("serve", "status", "--local").stdout)["instances"]
+        assert [s["pid"] for s in after if s["engine"] == "sim"] == [s["pid"] for s in status["instances"]
+                                                                      if s["engine"] == "sim"]
         restarted = json.loads(fxctl("serve", "restart", "--local", "--name", "rs").stdout)["local"]
         assert [i["unit"] for i in restarted["instances"]][-1] == "fxctl-router-rs"
         assert restarted["endpoint"] == endpoint
