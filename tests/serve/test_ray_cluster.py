@@ -155,3 +155,31 @@ def test_status_cell_of_a_ray_head():
     state = ray_cluster.parse_status((GOLDEN / "ray-status-two-nodes.txt").read_text())
     assert cluster_cell(state) == "Ray: 2 nodes, CPU 0/2 in use"
     assert cluster_cell(None) == ""
+
+
+def test_stop_ends_vllm_then_workers_then_the_head(tmp_path, monkeypatch):
+    """Saved plans of a Ray deployment whose two nodes share this machine: fxctl serve stop ends the engine in
+    one phase, the worker node in the next, the head last."""
+    import json as _json
+
+    from fxctl.serve import deploy
+    from fxctl.serve.machine import LOCAL
+    from fxctl.serve.where import Where
+
+    chosen = settings("cpu-tiny", 2, 1, state_dir=str(tmp_path))
+    plans = ray_cluster.plan_cluster(chosen, [(LOCAL, "10.0.0.11"), (LOCAL, "10.0.0.12")])
+    for plan in plans:
+        Path(plan.state_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(plan.state_path).write_text(_json.dumps({"mode": "process", "plan": plan.to_dict()}))
+    ended = []
+    monkeypatch.setattr(ray_cluster, "stop_node", lambda machine, plan, mode: ended.append(plan.unit) or False)
+    outcome = deploy.stop(Where(), str(tmp_path), "main")[LOCAL]
+    assert outcome.ok and ended == ["fxctl-serve-main-0", "fxctl-ray-main-1", "fxctl-ray-main-0"]
+
+
+def test_a_ray_deployment_needs_its_hosts():
+    from fxctl.serve import ray_deploy
+    from fxctl.serve.where import Where
+
+    with pytest.raises(BadInput, match="one serving host per stage"):
+        ray_deploy.start(settings("cpu-tiny", 2, 1), Where(), ready_timeout=1)
