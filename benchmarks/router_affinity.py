@@ -11,8 +11,10 @@ the requests per replica, how many prefixes stayed on one replica, the share of 
 replica's own prefix cache, and the share of the tokens it asked LMCache for that LMCache had
 (min / median / max over the repeats).
 
-    flock /tmp/fxctl-heavy.lock python -m benchmarks.router_affinity [--policies cache_aware,round_robin]
+    flock /tmp/fxctl-heavy.lock python -m benchmarks.router_affinity [--policies consistent_hash,round_robin]
         [--repeats 3] [--docs 4] [--asks 4] [--json FILE]
+
+Each prefix is a session: its requests carry x-session-id (what consistent_hash keys on).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def main() -> None:
     from fxctl.paths import tiny_model_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policies", default="cache_aware,round_robin")
+    parser.add_argument("--policies", default="consistent_hash,cache_aware,round_robin")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--docs", type=int, default=4)
     parser.add_argument("--asks", type=int, default=4)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from fxctl.serve.replica_metrics import delta, engine_counters, hit_rates, router_counters
 
+SESSION_HEADER = "x-session-id"   # what a client names its conversation with; vllm-router's consistent_hash keys on it
 SOURCE_WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
                 "upsilon phi chi psi omega").split()
 
@@ -32,9 +33,10 @@ def get_text(url: str, timeout: float = 30) -> str:
         return answer.read().decode()
 
 
-def complete(base: str, model: str, prompt: str, max_tokens: int) -> dict:
+def complete(base: str, model: str, prompt: str, max_tokens: int, session: str | None = None) -> dict:
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
-    request = urllib.request.Request(f"{base}/v1/completions", body, {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({SESSION_HEADER: session} if session else {})}
+    request = urllib.request.Request(f"{base}/v1/completions", body, headers)
     with urllib.request.urlopen(request, timeout=600) as answer:
         return json.loads(answer.read())
 
@@ -56,9 +58,11 @@ class AffinityRun:
 
 
 def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: str | None, policy: str, *, docs: int = 3,
-                 asks: int = 3, words: int = 300, salt: str = "run", max_tokens: int = 2) -> AffinityRun:
-    """Send docs x asks requests through the router, one at a time (ask k of every doc before ask k+1), and
-    attribute each to the replica whose finished-request count rose (-1: not one replica's count rose)."""
+                 asks: int = 3, words: int = 300, salt: str = "run", max_tokens: int = 2,
+                 sessions: bool = True) -> AffinityRun:
+    """Send docs x asks requests through the router, one at a time (ask k of every doc before ask k+1), each
+    doc a session (`sessions`: its requests carry x-session-id), and attribute each request to the replica
+    whose finished-request count rose (-1: not one replica's count rose)."""
     model = json.loads(get_text(f"{router_url}/v1/models"))["data"][0]["id"]
     scrape = lambda: [engine_counters(get_text(f"{u}/metrics")) for u in engine_urls]  # noqa: E731
     start = scrape()
@@ -68,7 +72,7 @@ def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: st
     for ask in range(asks):
         for doc in range(docs):
             complete(router_url, model, document(doc, salt, words) + f"Question {ask}: what comes next?",
-                     max_tokens)
+                     max_tokens, f"{salt}-{doc}" if sessions else None)
             after = wait_for_one_more(scrape, before)
             rose = [i for i, (a, b) in enumerate(zip(after, before)) if a["requests"] > b["requests"]]
             run.served_by.setdefault(doc, []).append(rose[0] if len(rose) == 1 else -1)

@@ -64,7 +64,7 @@ def test_dry_run_prints_both_tp4_instances_with_their_configs(fx):
     lines = [line for line in res.stdout.splitlines() if not line.startswith("#") and line]
     assert len(lines) == 4                        # the host's LMCache server, two engines, the router
     assert "vllm_router.launch_router" in lines[3] and "--worker-urls http://127.0.0.1:8000 http://127.0.0.1:8001 " \
-        "--policy cache_aware" in lines[3]
+        "--policy consistent_hash" in lines[3]
     assert "lmcache.cli.main server" in lines[0] and "FxTierL2Adapter" in lines[0]
     assert "HIP_VISIBLE_DEVICES=0,1,2,3" in lines[1] and "--port 8000" in lines[1]
     assert "HIP_VISIBLE_DEVICES=4,5,6,7" in lines[2] and "--port 8001" in lines[2]

@@ -6,7 +6,7 @@ state and L2), deployed to over SSH from one inventory (tests/support/netns_host
 LMCache server (fxctl's tier as L2) and one vLLM; the router runs on the first host and reaches the other
 host's vLLM at its inventory address.
 
-About 5 minutes on 2 cores: start, prefix affinity with cache_aware and then round_robin (the router
+About 5 minutes on 2 cores: start, prefix affinity with consistent_hash (each prefix a session) and then round_robin (the router
 restarted through fxctl serve, the engines kept), status per host, a full restart and cold recovery through
 the router (the prompts' KV from each host's L2), stop (router first).
 """
@@ -57,7 +57,7 @@ serve:
   python: {serving_python}
   l2_dir: /var/lib/fxctl/l2
   port: {PORT}
-  router: {{policy: cache_aware}}
+  router: {{policy: consistent_hash}}
 """)
         install_fxctl(serving_python)
         yield inventory, [h.address for h in hosts]
@@ -106,10 +106,10 @@ def test_two_hosts_behind_the_router(two_hosts):
         checks = {c["check"]: c["status"] for c in out["h0"]["checks"]}
         assert checks["python:vllm-router"] == "ok" and checks["router workers"] == "ok"
 
-        # cache_aware: every ask of a prefix on the replica that holds it, the prefixes spread over both
-        aware = run_affinity(router, engines, None, "cache_aware", salt="aware")
-        print("cache_aware:", json.dumps(aware.to_dict()))
-        assert aware.docs_on_one_replica == 3 and len({asks[0] for asks in aware.served_by.values()}) == 2
+        # consistent_hash on the session header: every ask of a prefix on the replica that holds it
+        aware = run_affinity(router, engines, None, "consistent_hash", salt="aware")
+        print("consistent_hash:", json.dumps(aware.to_dict()))
+        assert aware.docs_on_one_replica == 3
         where = select(load_inventory(inventory), (), False)
         changed = deploy.set_router_policy(where, REMOTE_STATE, "main", "round_robin", ready_timeout=300)
         assert all(o.ok for o in changed.values()), {h: o.error for h, o in changed.items()}
