@@ -6,9 +6,9 @@ state and L2), deployed to over SSH from one inventory (tests/support/netns_host
 LMCache server (fxctl's tier as L2) and one vLLM; the router runs on the first host and reaches the other
 host's vLLM at its inventory address.
 
-About 5 minutes on 2 cores: start, prefix affinity with consistent_hash (each prefix a session) and then round_robin (the router
-restarted through fxctl serve, the engines kept), status per host, a full restart and cold recovery through
-the router (the prompts' KV from each host's L2), stop (router first).
+About 2-5 minutes on 2 cores: start, prefix affinity with consistent_hash (each prefix a session) and then
+round_robin (the router restarted through fxctl serve, the engines kept), status per host, a full restart and
+cold recovery through the router (the prompts' KV from each host's L2), stop (router first).
 """
 
 from __future__ import annotations
