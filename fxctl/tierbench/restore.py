@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import resource
 import shutil
 import statistics
@@ -36,8 +37,18 @@ def spread(values: list[float]) -> dict:
         if values else {}
 
 
+def faulted_in(buf: memoryview) -> memoryview:
+    buf[::4096] = b"\0" * len(range(0, len(buf), 4096))
+    return buf
+
+
 class FxctlBackend:
-    """fxctl's TierStore with L1 off (every restore comes from L2), reopened before each pass."""
+    """fxctl's TierStore with L1 off (every restore comes from L2), reopened before each pass.
+
+    Puts go the way LMCache's server hands chunks to the tier (the MP adapter): the chunk is copied into a
+    buffer of a pool allocated up front (as LocalDiskBackend copies into LMCache's CPU pool, of the same
+    size: two batches), and the store borrows that buffer until its write is done (zero copy), so a full
+    pool waits for the writes like LMCache's allocator."""
 
     name = "fxctl"
 
@@ -47,9 +58,11 @@ class FxctlBackend:
         self.cfg = TierConfig(l2_path=directory, l1_bytes=0, io_threads=io_threads,
                               l2_bytes=padded(chunks * padded(shape.nbytes), GIB) + GIB, segment_bytes=GIB,
                               max_pending_bytes=1 * GIB)
-        self.dests = [aligned_buffer(shape.nbytes) for _ in range(batch)]
-        for d in self.dests:  # fault the pages in now: a serving engine's KV buffers exist before a restore
-            d[::4096] = b"\0" * len(range(0, len(d), 4096))
+        # fault the pages in now: a serving engine's KV buffers exist before a restore
+        self.dests = [faulted_in(aligned_buffer(shape.nbytes)) for _ in range(batch)]
+        self.staging: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(min(chunks, 2 * batch)):
+            self.staging.put(faulted_in(aligned_buffer(shape.nbytes)))
         self.store = self._open()
 
     def _open(self):
@@ -58,7 +71,9 @@ class FxctlBackend:
         return TierStore(self.cfg)
 
     def put(self, key: str, data: memoryview) -> None:
-        self.store.put(key, data)
+        buf = self.staging.get()
+        buf[:] = data
+        self.store.put(key, buf, release=lambda: self.staging.put(buf))
 
     def finish_puts(self) -> None:
         self.store.flush()
