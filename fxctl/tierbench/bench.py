@@ -324,7 +324,7 @@ def lmcache_harness_ratios(res: dict, tag: str, goal: float) -> list[dict]:
         rows.append(_row(f"store, fxctl / best LMCache adapter, `lmcache bench l2` qd{depth} ({tag})",
                          fx["store_mbps"]["avg"], top_store["store_mbps"]["avg"], None,
                          f"{fx['store_mbps']['avg']:.2f} / {top_store['store_mbps']['avg']:.2f} GB/s "
-                         f"({top_store['adapter']}; fxctl's store completes when queued for write-behind)"))
+                         f"({top_store['adapter']}; fxctl's store task completes once its chunks are written)"))
     return rows
 
 
