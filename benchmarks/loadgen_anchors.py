@@ -167,7 +167,7 @@ def one_run(tool: str, url: str, dataset: Path, requests: int, args, folder: Pat
         raise SystemExit(f"{tool} failed (exit {usage['exit_code']}): {usage['stderr_tail'][-800:]}")
     result = figures(tool, out)
     truth = server_truth(before, scrape(url))
-    if result["completed"] != requests or truth["requests"] != requests:
+    if truth["requests"] != requests or not result["completed"]:
         raise SystemExit(f"{tool}: {result['completed']} completed, the server finished {truth['requests']}, "
                          f"of {requests}")
     print(f"  {tool} x{requests}: {usage['wall_s']:.1f} s wall, {result['duration_s']:.1f} s measured",
@@ -187,12 +187,13 @@ def table(scenario: str, runs: dict[str, list[dict]]) -> list[list]:
     for tool, rounds in runs.items():
         big = [r["big"] for r in rounds]
         cpu = [1000 * (r["big"]["cpu_s"] - r["small"]["cpu_s"]) / (r["big_n"] - r["small_n"]) for r in rounds]
-        rows.append([scenario, tool, spread([b["req_s"] for b in big]),
+        rows.append([scenario, tool, spread([b["completed"] for b in big], "{:.0f}"), spread([b["req_s"] for b in big]),
                      spread([b["ttft_mean"] for b in big], "{:.1f}"),
                      spread([b["ttft_mean"] - b["server"]["ttft_mean"] for b in big], "{:+.1f}"),
                      spread([b["tpot_mean"] for b in big]),
                      spread([b["tpot_mean"] - b["server"]["tpot_mean"] for b in big], "{:+.2f}"),
-                     spread([b["itl_p99"] for b in big], "{:.1f}"), spread(cpu),
+                     spread([b["itl_p99"] for b in big], "{:.1f}"),
+                     spread([b["input_tokens"] / b["server"]["input_tokens"] for b in big], "{:.3f}"), spread(cpu),
                      spread([b["wall_s"] - b["duration_s"] for b in big], "{:.1f}")])
     return rows
 
@@ -255,8 +256,9 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     rows = [row for s, runs in out["scenarios"].items() for row in table(s, runs)]
-    print(tabulate(rows, headers=["server", "tool", "req/s", "TTFT mean ms", "- server's", "TPOT mean ms",
-                                  "- server's", "ITL p99 ms", "client CPU ms/req", "start-up s"]))
+    print(tabulate(rows, headers=["server", "tool", "counted", "req/s", "TTFT mean ms", "- server's", "TPOT mean ms",
+                                  "- server's", "ITL p99 ms", "prompt tokens / server's",
+                                  "client CPU ms/req", "start-up s"]))
     print()
     print(tabulate([row for s, runs in out["scenarios"].items() for row in ratios(s, runs)],
                    headers=["server", "ratio", "req/s", "client CPU per request", "TTFT error (client - server)"]))
