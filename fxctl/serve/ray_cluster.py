@@ -138,13 +138,17 @@ def status_command(ray: str, address: str) -> Command:
     return sh(ray, "status", "--address", address)
 
 
-USAGE_LINE = re.compile(r"^\s*([\d.]+)/([\d.]+) ([A-Za-z_][\w:.-]*)\s*$")
+# "0.0/2.0 GPU", or with a placement group (vLLM's, once it runs): "2.0/2.0 GPU (2.0 used of 2.0 reserved in
+# placement groups)" (ray/autoscaler/_private/util.py, ray 2.60)
+USAGE_LINE = re.compile(r"^\s*([\d.]+)/([\d.]+) ([A-Za-z_][\w:.-]*)"
+                        r"(?: \(([\d.]+) used of ([\d.]+) reserved in placement groups\))?\s*$")
 
 
 def parse_status(stdout: str) -> dict | None:
-    """`ray status`: {"nodes": active node count, "resources": {name: [used, total]}} (numeric resources only:
-    memory lines carry units and are left out); None when it printed no node table (no cluster there)."""
-    section, nodes, resources = "", 0, {}
+    """`ray status`: {"nodes": active node count, "resources": {name: [used, total]}, "placement_groups": {name:
+    [used, reserved]}} (numeric resources only: memory lines carry units and are left out); None when it printed
+    no node table (no cluster there)."""
+    section, nodes, resources, groups = "", 0, {}, {}
     for line in stdout.splitlines():
         text = line.strip()
         if text.endswith(":") and not text[0].isdigit():
@@ -156,9 +160,11 @@ def parse_status(stdout: str) -> dict | None:
             found = USAGE_LINE.match(text)
             if found:
                 resources[found.group(3)] = [float(found.group(1)), float(found.group(2))]
+                if found.group(4):
+                    groups[found.group(3)] = [float(found.group(4)), float(found.group(5))]
     if "Node status" not in stdout:
         return None
-    return {"nodes": nodes, "resources": resources}
+    return {"nodes": nodes, "resources": resources, "placement_groups": groups}
 
 
 def processes_command() -> Command:

@@ -104,7 +104,12 @@ def test_ray_ports_stay_in_range():
 def test_status_parser_on_real_output():
     text = (GOLDEN / "ray-status-two-nodes.txt").read_text()   # `ray status`, 2 nodes on this machine
     state = ray_cluster.parse_status(text)
-    assert state == {"nodes": 2, "resources": {"CPU": [0.0, 2.0], "fxctl_cpu": [0.0, 2.0]}}
+    assert state == {"nodes": 2, "resources": {"CPU": [0.0, 2.0], "fxctl_cpu": [0.0, 2.0]}, "placement_groups": {}}
+    # while vLLM runs, its placement group holds the worker slots (the line as ray/autoscaler/_private/util.py
+    # writes it)
+    held = text.replace(" 0.0/2.0 CPU\n", " 2.0/2.0 GPU (2.0 used of 2.0 reserved in placement groups)\n")
+    assert ray_cluster.parse_status(held)["placement_groups"] == {"GPU": [2.0, 2.0]}
+    assert ray_cluster.parse_status(held)["resources"]["GPU"] == [2.0, 2.0]
     assert ray_cluster.parse_status("ConnectionError: Could not find any running Ray instance.") is None
     chosen = settings("cpu-tiny", 2, 1)
     assert not ray_cluster.cluster_complete(state, chosen)    # no GPU slots: vLLM could not place its stages

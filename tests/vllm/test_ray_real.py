@@ -78,7 +78,7 @@ def test_two_hosts_one_model_over_ray(two_hosts, serving_python, tiny_model, tmp
     status = json.loads(fxctl("-i", inventory, "serve", "status", "--name", NAME).stdout)["instances"]
     by_role = {s["engine"]: s for s in status}
     assert by_role["ray-head"]["cluster"]["nodes"] == 2                  # the head counts both nodes
-    assert by_role["ray-head"]["cluster"]["resources"]["GPU"][1] == 2.0  # one worker slot per stage
+    assert by_role["ray-head"]["cluster"]["placement_groups"]["GPU"] == [2.0, 2.0]   # vLLM's stages hold both slots
     assert by_role["vllm"]["state"] == "ready" and by_role["ray-worker"]["running"]
 
     from openai import OpenAI
