@@ -38,3 +38,21 @@ def test_a_member_back_with_another_superblock_is_not_assembled():
     examine = {MEMBERS[0]: OURS, MEMBERS[1]: {"uuid": "0:0:0:0", "name": "other", "level": "raid1"}, MEMBERS[2]: OURS}
     with pytest.raises(Refused, match="not back"):
         list(ensure_md(LAYOUT, BROKEN, examine, {}, wipe=False))
+
+
+def test_an_array_that_lost_every_member_is_found_through_sysfs_and_reassembled():
+    """The lab after a link cut past ctrl_loss_tmo: the one controller held all four members, so md127 kept
+    none, mdadm --detail could not read it, the fact found nothing and provision's plain assemble failed
+    ("mdadm: Found some drive for an array that is already active"). MdDetail now finds it in mdadm's map
+    and reports it from sysfs (this output is written after that shape, not captured)."""
+    from fxctl.facts.md import MdDetail
+
+    stdout = ("FOUND_AT=/dev/md127\nMD_DETAIL=unreadable\nSYSFS_level=raid0\nSYSFS_chunk_size=65536\n"
+              "SYSFS_raid_disks=3\nSYSFS_array_state=broken\nSYSFS_metadata_version=1.2\n")
+    detail = MdDetail("/dev/md/kvtier", MD_UUID).parse(stdout, 0)
+    assert detail["device"] == "/dev/md127" and detail["devices"] == 3 and detail["members"] == []
+    assert detail["level"] == "raid0" and detail["array_state"] == "broken"
+    step = run_operation("md", ensure_md(LAYOUT, detail, dict.fromkeys(MEMBERS, OURS), {}, False, {}, {}))
+    commands = [c.masked() for c in step.commands]
+    assert "/dev/md127" in commands[1] and commands[-1].startswith("mdadm --assemble /dev/md/kvtier")
+    assert "/run/mdadm/map" in MdDetail("/dev/md/kvtier", MD_UUID).command().masked()

@@ -15,11 +15,19 @@ if ! test -e "$dev"; then
     test -n "$2" && test -e "$b" || continue
     if mdadm --detail --export "/dev/${b##*/}" 2>/dev/null | grep -qx "MD_UUID=$2"; then dev=/dev/${b##*/}; break; fi
   done
+  # a RAID0 that lost every member answers no mdadm --detail: mdadm's own map still names it by UUID
+  if test -z "$dev" && test -n "$2"; then
+    m=$(awk -v u="$2" '$3 == u { print $1; exit }' /run/mdadm/map 2>/dev/null)
+    test -n "$m" && test -d "/sys/block/$m/md" && dev=/dev/$m
+  fi
   test -n "$dev" || exit 4
   echo "FOUND_AT=$dev"
 fi
-mdadm --detail --export "$dev" || exit 5
 md=$(basename "$(readlink -f "$dev")")
+if ! mdadm --detail --export "$dev" 2>/dev/null; then
+  test -d "/sys/block/$md/md" || exit 5
+  echo "MD_DETAIL=unreadable"   # the kernel has the array, mdadm cannot read it (no member left): sysfs only
+fi
 for a in level chunk_size raid_disks array_state metadata_version; do
   printf 'SYSFS_%s=%s\n' "$a" "$(cat "/sys/block/$md/md/$a" 2>/dev/null)"
 done
@@ -50,8 +58,10 @@ class MdDetail(Fact):
         members = sorted((int(raw[key]), raw[key.removesuffix("_ROLE") + "_DEV"])
                          for key in raw if key.startswith("MD_DEVICE_") and key.endswith("_ROLE")
                          and raw[key].isdigit())
+        raid_disks = raw.get("SYSFS_raid_disks", "")
         return {
-            "level": raw.get("MD_LEVEL"), "devices": int(raw.get("MD_DEVICES", 0)),
+            "level": raw.get("MD_LEVEL") or raw.get("SYSFS_level") or None,
+            "devices": int(raw.get("MD_DEVICES") or (raid_disks if raid_disks.isdigit() else 0)),
             "uuid": raw.get("MD_UUID"), "name": raw.get("MD_NAME"), "metadata": raw.get("MD_METADATA"),
             "members": [dev for _, dev in members],
             "chunk_bytes": int(raw["SYSFS_chunk_size"]) if raw.get("SYSFS_chunk_size", "").isdigit() else None,
