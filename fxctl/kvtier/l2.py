@@ -230,6 +230,14 @@ class L2Tier:
             if not self._evict_one_locked(is_pinned):
                 return None
 
+    def preallocate(self, nbytes: int) -> int:
+        """Create segments now until they hold at least nbytes (within the capacity), so the first writes do
+        not pay for the allocation (as a raw device or fio's laid-out file): returns how many exist."""
+        with self._lock:
+            while len(self.allocators) * self.segment_bytes < nbytes and self._grow_locked():
+                pass
+            return len(self.allocators)
+
     def _grow_locked(self) -> bool:
         if len(self.allocators) >= self.max_segments:
             return False

@@ -56,6 +56,10 @@ class TierStore:
             log.error("kvtier: cannot open L2 at %s (%s); serving from L1 only", self.cfg.l2_path, exc)
             return None
 
+    def preallocate(self, nbytes: int) -> int:
+        """Lay out L2's segment files for nbytes now (see L2Tier.preallocate); 0 without L2."""
+        return self.l2.preallocate(nbytes) if self.l2 is not None else 0
+
     def _pending(self, key: str) -> PendingWrite | None:
         return self.writes.get(key) if self.writes is not None else None
 

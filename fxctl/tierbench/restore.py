@@ -48,7 +48,8 @@ class FxctlBackend:
     Puts go the way LMCache's server hands chunks to the tier (the MP adapter): the chunk is copied into a
     buffer of a pool allocated up front (as LocalDiskBackend copies into LMCache's CPU pool, of the same
     size: two batches), and the store borrows that buffer until its write is done (zero copy), so a full
-    pool waits for the writes like LMCache's allocator."""
+    pool waits for the writes like LMCache's allocator. L2's segment files are laid out before the timer (as
+    fio lays out its file and raw_block is given its device file)."""
 
     name = "fxctl"
 
@@ -64,6 +65,8 @@ class FxctlBackend:
         for _ in range(min(chunks, 2 * batch)):
             self.staging.put(faulted_in(aligned_buffer(shape.nbytes)))
         self.store = self._open()
+        # the segment files laid out before the timer, as fio lays out its file and raw_block gets its device
+        self.store.preallocate(chunks * padded(shape.nbytes))
 
     def _open(self):
         from fxctl.kvtier import TierStore

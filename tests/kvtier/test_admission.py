@@ -145,3 +145,12 @@ def test_the_admission_benchmark_replays_both_workloads(tmp_path, capsys):
     assert rows["cold-recovery", "second-use"]["write_amplification"] == 0.0   # every prompt used once
     assert 0 < rows["cold-recovery", "l1-evict"]["found_after_restart"] < 1.0  # L1's part lost at the restart
     assert "| multi-turn |" in capsys.readouterr().out
+
+
+def test_preallocate_lays_out_segments_within_the_capacity(disk_dir):
+    with store(disk_dir, "always") as st:
+        assert st.preallocate(40 << 20) == 3          # 16 MiB segments
+        assert st.preallocate(1 << 40) == 4           # at most l2_bytes (64 MiB)
+        st.put("k", chunk(1))
+        st.flush()
+        assert st.stats()["l2"]["segments"] == 4
