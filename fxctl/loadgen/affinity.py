@@ -15,9 +15,9 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 
+from fxctl.loadgen.generator import SESSION_HEADER
 from fxctl.serve.replica_metrics import delta, engine_counters, hit_rates, router_counters
 
-SESSION_HEADER = "x-session-id"   # what a client names its conversation with; vllm-router's consistent_hash keys on it
 SOURCE_WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
                 "upsilon phi chi psi omega").split()
 

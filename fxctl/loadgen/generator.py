@@ -66,6 +66,11 @@ class LoadSpec:
     replicas: tuple[str, ...] = ()
 
 
+# the header a client names its session with; vllm-router's consistent_hash keys on it (without it, on the request
+# text, and a prompt of token ids has none: every such request would hash alike)
+SESSION_HEADER = "x-session-id"
+
+
 class Client:
     def __init__(self, session: aiohttp.ClientSession, base: str, time_scale: float, replicas: tuple[str, ...] = ()):
         self.session = session
@@ -73,8 +78,10 @@ class Client:
         self.scale = time_scale if time_scale > 0 else 1.0
         self.servers = tuple(r.rstrip("/") for r in replicas) or (self.base,)   # what serves: the replicas or base
 
-    async def stream(self, path: str, body: bytes, prompt_tokens: int) -> tuple[RequestRecord, str]:
-        """POST, read the SSE stream; the record and the generated text."""
+    async def stream(self, path: str, body: bytes, prompt_tokens: int,
+                     session: str | None = None) -> tuple[RequestRecord, str]:
+        """POST, read the SSE stream; the record and the generated text. `session` names the request's
+        session (SESSION_HEADER): a router that keys on it sends a prompt and its replay to one replica."""
         start = time.perf_counter()
         chunk_times: list[float] = []
         text: list[str] = []
@@ -82,7 +89,8 @@ class Client:
         usage: dict = {}
         sim: dict = {}
         try:
-            async with self.session.post(self.base + path, data=body, headers=JSON) as resp:
+            headers = {**JSON, SESSION_HEADER: session} if session else JSON
+            async with self.session.post(self.base + path, data=body, headers=headers) as resp:
                 if resp.status != 200:
                     return RequestRecord(False, error=f"HTTP {resp.status}: {(await resp.text())[:200]}"), ""
                 async for raw in resp.content:
@@ -157,7 +165,8 @@ async def run_item(client: Client, item, records: list[RequestRecord], model: st
     """One prompt, or one whole chat session; a cancelled request is recorded as failed."""
     try:
         if isinstance(item, Prompt):
-            record, _ = await client.stream(item.path, item.body, item.prompt_tokens)
+            record, _ = await client.stream(item.path, item.body, item.prompt_tokens,
+                                            f"prompt-{item.index}" if item.index >= 0 else None)
             record.client, record.queued, record.index = worker, queued, item.index
             records.append(record)
             on_done()

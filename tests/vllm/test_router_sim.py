@@ -56,6 +56,22 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
         after = json.loads(fxctl("serve", "status", "--local").stdout)["instances"]
         assert [s["pid"] for s in after if s["engine"] == "sim"] == [s["pid"] for s in status["instances"]
                                                                       if s["engine"] == "sim"]
+        # cold-recovery load through the router on consistent_hash: each prompt is a session (x-session-id),
+        # so the prompts spread over the replicas and each replay goes where its prompt went
+        from fxctl.loadgen.generator import LoadSpec, run
+        from fxctl.loadgen.workloads import WorkloadSpec
+        from fxctl.serve.router import switch_local_policy
+
+        base = endpoint.removesuffix("/v1")
+        switch_local_policy(base, "consistent_hash")
+        replicas = (f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}")
+        cold = run(LoadSpec(base, WorkloadSpec("cold-recovery", 512, 512, output_tokens=2), concurrency=2,
+                            requests=8, time_scale=0.01, replicas=replicas))
+        assert cold["completed"] == 8 and cold["phases"]["evict"] == {"reset_prefix_cache": 200, "reset_tiers_l1": 200}
+        spread = json.loads(fxctl("serve", "status", "--local").stdout)["instances"]
+        (routed,) = [s for s in spread if s["engine"] == "router"]
+        counts = sorted(w["requests"] for w in routed["load"]["workers"].values())
+        assert sum(counts) == 16 and counts[0] >= 2 and all(c % 2 == 0 for c in counts)   # fill + replay alike
         restarted = json.loads(fxctl("serve", "restart", "--local", "--name", "rs").stdout)["local"]
         assert [i["unit"] for i in restarted["instances"]][-1] == "fxctl-router-rs"
         assert restarted["endpoint"] == endpoint
