@@ -168,7 +168,7 @@ def parse_status(stdout: str) -> dict | None:
 
 
 def processes_command() -> Command:
-    return sh("ps", "-eo", "pid=,args=")
+    return sh("ps", "-ww", "-eo", "pid=,args=")   # -ww: whole command lines (a pipe gets 80 columns)
 
 
 def leftovers(ps_stdout: str, temp: str) -> list[str]:

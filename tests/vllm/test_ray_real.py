@@ -52,7 +52,7 @@ def fxctl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 def ray_processes(temp_dirs: list[str]) -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     return [line.strip() for line in ps.splitlines() if any(t in line for t in temp_dirs)]
 
 
