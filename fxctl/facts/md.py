@@ -15,9 +15,10 @@ if ! test -e "$dev"; then
     test -n "$2" && test -e "$b" || continue
     if mdadm --detail --export "/dev/${b##*/}" 2>/dev/null | grep -qx "MD_UUID=$2"; then dev=/dev/${b##*/}; break; fi
   done
-  # a RAID0 that lost every member answers no mdadm --detail: mdadm's own map still names it by UUID
+  # a RAID0 that lost every member answers no mdadm --detail: mdadm's own map still names it, by the path
+  # it was made at (the UUID there may be in another byte order than mdadm --detail's)
   if test -z "$dev" && test -n "$2"; then
-    m=$(awk -v u="$2" '$3 == u { print $1; exit }' /run/mdadm/map 2>/dev/null)
+    m=$(awk -v u="$2" -v d="$1" '$3 == u || $4 == d { print $1; exit }' /run/mdadm/map 2>/dev/null)
     test -n "$m" && test -d "/sys/block/$m/md" && dev=/dev/$m
   fi
   test -n "$dev" || exit 4
