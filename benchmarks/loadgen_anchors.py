@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -35,11 +34,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-import yaml
 from tabulate import tabulate
 
+from benchmarks.loadgen_overhead import pinned, zero_delay_profile
 from fxctl.loadgen.metrics import parse_counters
-from fxctl.sim.profile import resolve_profile_path
 from fxctl.tune.server import ServerProcess, sim_argv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,18 +66,6 @@ def write_dataset(path: Path, count: int, prompt_tokens: int, output_tokens: int
             text = tokenizer.decode(ids)
             handle.write(json.dumps({"prompt": text, "prompt_tokens_count": prompt_tokens,
                                      "output_tokens_count": output_tokens}) + "\n")
-
-
-def zero_delay_profile(folder: Path) -> Path:
-    raw = yaml.safe_load(resolve_profile_path("fixed-delays").read_text())
-    raw["name"], raw["fixed_delays"] = "zero-delays", {"ttft_ms": 0, "tpot_ms": 0}
-    path = folder / "zero-delays.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
-def pinned(argv: list[str], core: int) -> list[str]:
-    return ["taskset", "-c", str(core), *argv] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else argv
 
 
 def tool_argv(tool: str, url: str, dataset: Path, requests: int, concurrency: int, output_tokens: int,
