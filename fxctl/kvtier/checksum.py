@@ -25,6 +25,28 @@ def available(algorithm: int) -> bool:
     return algorithm == CRC32 or (algorithm == XXH3 and _xxhash is not None)
 
 
+class Digest:
+    """A checksum fed piece by piece (each piece right after its read or before its write, while it is in
+    the CPU's cache); its value equals checksum() over the pieces joined."""
+
+    __slots__ = ("algorithm", "_state")
+
+    def __init__(self, algorithm: int):
+        if algorithm not in NAMES:
+            raise ValueError(f"unknown checksum algorithm {algorithm}")
+        self.algorithm = algorithm
+        self._state = _xxhash.xxh3_64() if algorithm == XXH3 else 0
+
+    def update(self, data) -> None:
+        if self.algorithm == XXH3:
+            self._state.update(data)
+        else:
+            self._state = zlib.crc32(data, self._state)
+
+    def value(self) -> int:
+        return self._state.intdigest() if self.algorithm == XXH3 else self._state
+
+
 def checksum(algorithm: int, data) -> int:
     if algorithm == XXH3:
         return _xxhash.xxh3_64_intdigest(data)

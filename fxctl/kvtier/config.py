@@ -30,7 +30,9 @@ class TierConfig:
     io_threads: int = IO_THREADS           # most chunk reads in parallel
     inflight_bytes: int = 128 * MIB        # ... and about this many bytes requested at once (see store.py)
     write_threads: int = 4                 # write-behind threads (2 -> 4 doubled durable put throughput here)
-    max_request_bytes: int = 64 * MIB      # a chunk is read with one request up to this size
+    max_request_bytes: int = 64 * MIB      # O_DIRECT on a block device: one request per chunk up to this size
+    piece_bytes: int = 1 * MIB             # where the CPU copies (tmpfs, page cache): requests of this size,
+                                           # each checksummed while in cache (segments.py)
     max_pending_bytes: int = 512 * MIB     # write-behind queue bound; beyond it puts wait
     put_wait_s: float = 5.0                # how long a put waits for queue space before skipping L2
     verify_reads: bool = True

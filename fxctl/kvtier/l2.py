@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
-from fxctl.kvtier.checksum import available, checksum, default_algorithm
+from fxctl.kvtier.checksum import Digest, available, default_algorithm
 from fxctl.kvtier.config import PAGE_BYTES, TierConfig, padded
 from fxctl.kvtier.extents import ExtentAllocator
 from fxctl.kvtier.journal import OP_DEL, OP_PUT, ChunkLocation, Journal, encode
@@ -59,7 +59,8 @@ class L2Tier:
         self._lock_fd = lock_directory(cfg.l2_path)
         self.segment_bytes = padded(min(cfg.segment_bytes, max(cfg.l2_bytes, PAGE_BYTES)))
         self.max_segments = max(1, cfg.l2_bytes // self.segment_bytes)
-        self.files = SegmentFiles(cfg.l2_path, self.segment_bytes, cfg.direct_io, cfg.max_request_bytes)
+        self.files = SegmentFiles(cfg.l2_path, self.segment_bytes, cfg.direct_io, cfg.max_request_bytes,
+                                  cfg.piece_bytes)
         self.journal = Journal(cfg.l2_path, durable=cfg.durable)
         self.index: OrderedDict[str, L2Entry] = OrderedDict()
         self.allocators: dict[int, ExtentAllocator] = {}
@@ -123,8 +124,9 @@ class L2Tier:
             loc = entry.loc
         ok = False
         try:
-            self._read_location(loc, dest)
-            if self.cfg.verify_reads and checksum(loc.algorithm, dest[:loc.nbytes]) != loc.crc:
+            digest = Digest(loc.algorithm) if self.cfg.verify_reads else None
+            self._read_location(loc, dest, digest)
+            if digest is not None and digest.value() != loc.crc:
                 self.metrics.add("l2_checksum_failures")
                 log.error("kvtier L2: checksum mismatch for %s (segment %d page %d); dropped",
                           key, loc.segment, loc.page)
@@ -142,18 +144,19 @@ class L2Tier:
                     self._free_locked(entry.loc)
         return loc.nbytes if ok else None
 
-    def _read_location(self, loc: ChunkLocation, dest: memoryview) -> None:
+    def _read_location(self, loc: ChunkLocation, dest: memoryview, digest: Digest | None) -> None:
+        """Read a chunk into dest, feeding digest (if any) with its nbytes as they arrive."""
         offset = loc.page * PAGE_BYTES
         want = padded(loc.nbytes, ALIGN)
         if len(dest) >= want and is_aligned(dest):
-            self.files.read_into(loc.segment, offset, dest[:want])
+            self.files.read_into(loc.segment, offset, dest[:want], digest, loc.nbytes)
             return
         head = (loc.nbytes // ALIGN) * ALIGN if is_aligned(dest) else 0
         if head:
-            self.files.read_into(loc.segment, offset, dest[:head])
+            self.files.read_into(loc.segment, offset, dest[:head], digest, head)
         bounce = self.pool.take(want - head)
         try:
-            self.files.read_into(loc.segment, offset + head, bounce)
+            self.files.read_into(loc.segment, offset + head, bounce, digest, loc.nbytes - head)
             dest[head:loc.nbytes] = bounce[:loc.nbytes - head]
         finally:
             self.pool.give(bounce)
@@ -177,8 +180,10 @@ class L2Tier:
         written: list[tuple[int, str, ChunkLocation]] = []
         for i, key, loc, buf in placed:
             try:
-                self.files.write_from(loc.segment, loc.page * PAGE_BYTES, buf[:padded(loc.nbytes, ALIGN)])
-                loc.crc = checksum(loc.algorithm, buf[:loc.nbytes])
+                digest = Digest(loc.algorithm)
+                self.files.write_from(loc.segment, loc.page * PAGE_BYTES, buf[:padded(loc.nbytes, ALIGN)],
+                                      digest, loc.nbytes)
+                loc.crc = digest.value()
                 written.append((i, key, loc))
             except OSError as exc:
                 self._count_write_error(exc, key)
