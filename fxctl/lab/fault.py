@@ -189,14 +189,29 @@ def unplug_drive(state: LabState, guest: GuestRecord, serial: str, *, yes: bool,
     return FaultResult("unplug", guest.name, serial, round(time.monotonic() - started, 1), False, [RAID0_LOSS])
 
 
+# Fill in steps: fallocate of the whole free figure fails on XFS (ENOSPC: the allocation also needs
+# metadata blocks, and stripe alignment over md RAID0 wastes some), so grow the file by what df says is
+# free, halving the step at each ENOSPC, down to one 4 KiB block. Then a 1 MiB write with fsync probes
+# that the filesystem is full for writers (refused) or not (accepted: only with --leave of 1 MiB or more).
 _FILL = r"""
 dir=$1; leave=$2; name=$3
 mountpoint -q "$dir" || { echo "$dir is not a mount point" >&2; exit 3; }
-avail=$(df --output=avail -B1 "$dir" | tail -n 1 | tr -d ' ')
-size=$((avail - leave))
-[ "$size" -gt 0 ] || { echo "nothing to fill: $avail bytes free" >&2; exit 4; }
-fallocate -l "$size" "$dir/$name" || { rm -f "$dir/$name"; exit 5; }
-df --output=size,used,avail -B1 "$dir" | tail -n 1
+free() { df --output=avail -B1 "$dir" | tail -n 1 | tr -d ' '; }
+f="$dir/$name"; step=$(( $(free) - leave ))
+[ "$step" -gt 0 ] || { echo "nothing to fill: $(free) bytes free" >&2; exit 4; }
+: > "$f" || exit 5
+off=0; tries=0
+while [ "$step" -ge 4096 ] && [ "$tries" -lt 400 ]; do
+  tries=$((tries + 1))
+  want=$(( $(free) - leave )); [ "$want" -ge 4096 ] || break
+  [ "$step" -le "$want" ] || step=$want
+  step=$(( step / 4096 * 4096 ))
+  if fallocate -o "$off" -l "$step" "$f" 2>/dev/null; then off=$((off + step)); else step=$((step / 2)); fi
+done
+probe=refused
+dd if=/dev/zero of="$f.probe" bs=64k count=16 conv=fsync status=none 2>/dev/null && probe=accepted
+rm -f "$f.probe"
+echo "$(df --output=size,used,avail -B1 "$dir" | tail -n 1) $off $tries $probe"
 """
 
 
@@ -212,18 +227,31 @@ def fill_filesystem(state: LabState, guest: GuestRecord, path: str, *, hold_s: f
     fill = f"{path.rstrip('/')}/{FILL_NAME}"
     started = time.monotonic()
     with open_session(guest_host(state, guest)) as session, terminated_as_interrupt():
-        result = session.run(script(_FILL, path, str(leave), FILL_NAME), timeout=120)
-        if not result.ok:
-            raise FxError(f"{guest.name}: could not fill {path}: {(result.stderr or result.stdout).strip()[-300:]}")
         try:
-            size, used, avail = (int(v) for v in result.stdout.split())
-            progress(f"{guest.name}: {path} filled ({avail} bytes free of {size}); holding {hold_s:g} s")
+            result = session.run(script(_FILL, path, str(leave), FILL_NAME), timeout=300)
+            if not result.ok:
+                raise FxError(f"{guest.name}: could not fill {path}: "
+                              f"{(result.stderr or result.stdout).strip()[-300:]}")
+            size, used, avail, filled, tries, probe = parse_fill(result.stdout)
+            progress(f"{guest.name}: {path} filled with {filled} bytes in {tries} fallocate calls ({avail} "
+                     f"bytes free of {size}, a 1 MiB write {probe}); holding {hold_s:g} s")
             _wait(hold_s, f"{guest.name} {path} full", progress, sleep, time.monotonic)
         finally:
-            removed = session.run(script('rm -f "$1"', fill), timeout=60)
+            removed = session.run(script('rm -f "$1" "$1.probe"', fill), timeout=60)
             if not removed.ok:
                 raise FxError(f"{guest.name}: could not remove {fill}: {removed.stderr.strip()[-300:]}",
                               f"remove it by hand: fxctl lab ssh {guest.name} rm -f {fill}")
             progress(f"{guest.name}: {fill} removed")
     return FaultResult("fill", guest.name, path, round(time.monotonic() - started, 1), True,
-                       details={"size_bytes": size, "used_bytes": used, "free_bytes": avail})
+                       details={"size_bytes": size, "used_bytes": used, "free_bytes": avail, "filled_bytes": filled,
+                                "fallocate_calls": tries, "write_probe": probe})
+
+
+def parse_fill(stdout: str) -> tuple[int, int, int, int, int, str]:
+    """The fill script's last line: size, used, free (df, bytes), bytes filled, fallocate calls, and whether
+    the 1 MiB probe write was "refused" or "accepted"."""
+    words = stdout.split()
+    if len(words) != 6 or words[5] not in ("refused", "accepted") or not all(w.isdigit() for w in words[:5]):
+        raise FxError(f"the fill script answered {stdout.strip()[-200:]!r}, not its summary line")
+    size, used, avail, filled, tries = (int(w) for w in words[:5])
+    return size, used, avail, filled, tries, words[5]
