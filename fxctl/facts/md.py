@@ -140,3 +140,39 @@ done; true""", *self.devices)
             if len(parts) == 3:
                 holders.setdefault(parts[0], []).append({"md": parts[1], "state": parts[2]})
         return holders
+
+
+class MdArrays(Fact):
+    """Every md array the kernel has (any state), from sysfs: {"md127": {"state": "inactive",
+    "members": ["nvme0n1"], "holders": [], "mounts": []}}. What a host assembled by itself shows here."""
+
+    def command(self):
+        return script(r"""for b in /sys/block/md*; do
+  test -d "$b/md" || continue
+  n=${b##*/}
+  printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$(cat "$b/md/array_state" 2>/dev/null)" \
+    "$(ls "$b/slaves" 2>/dev/null | tr '\n' ' ')" \
+    "$(ls "$b/holders" 2>/dev/null | tr '\n' ' ')" "$(findmnt -rn -o TARGET -S "/dev/$n" 2>/dev/null | tr '\n' ' ')"
+done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
+        arrays = {}
+        for line in stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 5 and parts[0]:
+                arrays[parts[0]] = {"state": parts[1], "members": parts[2].split(), "holders": parts[3].split(),
+                                    "mounts": parts[4].split()}
+        return arrays
+
+
+class InitramfsWithMdadm(Fact):
+    """The running kernel's version when it boots through a Debian initramfs that carries mdadm (which
+    assembles arrays before the root's udev does, from its own copy of mdadm.conf); None otherwise."""
+
+    def command(self):
+        return script(r"""k=$(uname -r)
+command -v update-initramfs >/dev/null && test -e /usr/share/initramfs-tools/hooks/mdadm \
+  && test -e "/boot/initrd.img-$k" && echo "$k"; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> str | None:
+        return stdout.strip() or None

@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from fxctl.engine.plan import Refused, Step, run_operation
 from fxctl.facts.blockdev import BlockDevices, DiskById, Signatures
 from fxctl.facts.files import FileContent
+from fxctl.facts.md import InitramfsWithMdadm, MdArrays
 from fxctl.facts.nvmet import NVMET_MODULES, NvmetConfig
-from fxctl.facts.system import IpAddresses, LoadedModules, RdmaDevices
+from fxctl.facts.system import FirstExisting, IpAddresses, LoadedModules, RdmaDevices
 from fxctl.facts.systemd import UnitEnabled
 from fxctl.inventory.model import ArraySpec, Drive, Host
-from fxctl.ops import nvmet
+from fxctl.ops import md_exported, nvmet
 from fxctl.ops.nvmet_persist import UNIT_NAME, ensure_persisted, persisted_files
 from fxctl.ops.systemd import ensure_unit_enabled
 from fxctl.provision import naming
+from fxctl.provision.initiator import MDADM_CONF_CANDIDATES, mdadm_conf_path
 from fxctl.remote.command import sh
 
 
@@ -65,7 +67,10 @@ class TargetRecipe:
     def facts(self, host: Host):
         facts = {"modules": LoadedModules(NVMET_MODULES), "nvmet": NvmetConfig(), "disks": BlockDevices(),
                  "links": DiskById(), "signatures": Signatures(), "addresses": IpAddresses(),
-                 "rdma": RdmaDevices(), "unit": UnitEnabled(UNIT_NAME)}
+                 "rdma": RdmaDevices(), "unit": UnitEnabled(UNIT_NAME), "md_arrays": MdArrays(),
+                 "initramfs": InitramfsWithMdadm(), "mdadm_conf_path": FirstExisting(MDADM_CONF_CANDIDATES)}
+        for path in MDADM_CONF_CANDIDATES[:2]:
+            facts[f"mdadm_conf:{path}"] = FileContent(path)
         for path in persisted_files([]):
             facts[f"file:{path}"] = FileContent(path)
         return facts
@@ -80,7 +85,7 @@ class TargetRecipe:
             hosts=tuple(self.hostnqns[name] for name in array.initiators), namespaces=namespaces)
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
-        steps: list[Step] = []
+        steps: list[Step] = self.plan_md_guard(host, facts) if self.mine(host) else []
         specs = []
         for array in self.mine(host):
             try:
@@ -109,6 +114,8 @@ class TargetRecipe:
             steps.append(run_operation(f"{name}: drive {ns.device.rsplit('/', 1)[-1]} is free",
                                        self.check_drive(array, ns.device, exported, facts),
                                        destructive=self.wipe))
+        steps.append(run_operation(f"{name}: drives not assembled here", md_exported.release_exported(
+            name, *self.exported_drives(array, spec, facts), facts["md_arrays"])))
         steps += [
             run_operation(f"{name}: host NQNs", nvmet.ensure_hosts(spec, state)),
             run_operation(f"{name}: subsystem", nvmet.ensure_subsystem(spec, state)),
@@ -118,6 +125,33 @@ class TargetRecipe:
             run_operation(f"{name}: other namespaces", nvmet.ensure_no_stray_namespaces(spec, state)),
             run_operation(f"{name}: port", nvmet.ensure_port(spec, state)),
         ]
+        return steps
+
+    def exported_drives(self, array: ArraySpec, spec: nvmet.ExportSpec, facts: dict) -> tuple[dict, set]:
+        """Kernel name -> exported path of the array's drives, and those whose md superblock is the array's."""
+        drives, ours = {}, set()
+        for ns in spec.namespaces:
+            path = facts["links"].get(ns.device, ns.device)
+            kernel = path.rsplit("/", 1)[-1]
+            drives[kernel] = ns.device
+            probe = facts["signatures"].get(path) or {}
+            if probe.get("TYPE") == "linux_raid_member" and probe.get("UUID") == naming.md_uuid(array):
+                ours.add(kernel)
+        return drives, ours
+
+    def plan_md_guard(self, host: Host, facts: dict) -> list[Step]:
+        """An `ARRAY <ignore>` line per exported array in mdadm.conf, so that this host never assembles
+        the initiators' arrays from the drives it exports (md_exported); the initramfs refreshed after."""
+        path = mdadm_conf_path(facts["mdadm_conf_path"])
+        current = facts.get(f"mdadm_conf:{path}")
+        steps = []
+        for array in self.mine(host):
+            uuid, marker = naming.md_uuid_mdadm(array), naming.marker(array)
+            steps.append(run_operation(f"{array.name}: not auto-assembled here",
+                                       md_exported.ensure_not_auto_assembled(path, uuid, marker, current)))
+            current = md_exported.with_ignore_line(uuid, marker, current)
+        steps.append(run_operation("initramfs", md_exported.ensure_initramfs_current(
+            any(s.changes for s in steps), facts["initramfs"])))
         return steps
 
     def check_network(self, array: ArraySpec, facts: dict):
