@@ -44,6 +44,7 @@ def command():
     reboot  hard-reset a guest and wait until it answers SSH again
     unplug  pull an NVMe drive out of a target (hot-unplug; destructive for RAID0)
     fill    fill a mounted filesystem for N seconds, then free it again
+    write   write a drill's data and record its sha256 (for a fault of your own)
     check   read the last drill's --data again and compare its sha256
     Every fault is bounded in time and what it changes for a while is put back, also on Ctrl-C.
     The guests' QEMU must have a control socket (any lab started by this fxctl has one).
@@ -87,6 +88,8 @@ def reboot_cmd(app, lab_name, guest, timeout_s, data_at, data_mib, read_timeout)
 
     Lab guests keep no state across a reboot (root in RAM), the drives keep their data: restore a
     target with `fxctl net apply` and `fxctl provision` (real hosts do it at boot from the persisted config).
+    With --data on a target, the read waits until the initiator's kernel gives up (its path comes back
+    only with that restore): `fxctl lab fault write` before, `check` after the restore, is quicker.
     """
     from fxctl.lab import fault
 
@@ -132,6 +135,27 @@ def fill_cmd(app, lab_name, guest, path, seconds, leave):
     state, target = _guest(lab_name, guest)
     free = 0 if leave.strip() == "0" else size_bytes(leave, "--leave")
     _emit(app, fault.fill_filesystem(state, target, path, hold_s=seconds, leave=free, progress=progress), None)
+
+
+@command.command("write")
+@_lab_name
+@click.option("--data", "data_at", required=True, metavar="GUEST:/DIR", help="Where to write it (a mounted folder).")
+@click.option("--data-mib", default=32, show_default=True, type=click.IntRange(1, 4096), help="MiB to write.")
+@click.pass_obj
+def write_cmd(app, lab_name, data_at, data_mib):
+    """Write a drill's data (random, fsync'ed) and record its sha256, for `check` after a fault of your own.
+
+    For a fault the data's own path cannot ride out in the lab, e.g. a target reboot: its exports come
+    back only with `fxctl net apply` and `fxctl provision`, so a read during it just waits for the
+    initiator's kernel to give up. Write, reboot, restore, then `check`.
+    """
+    from fxctl.lab.drill_data import parse_target, write
+
+    state, _ = _guest(lab_name, data_at.partition(":")[0])
+    guest, folder = parse_target(data_at, state)
+    data = write(state, guest, folder, data_mib)
+    emit({"data": {"guest": data.guest, "path": data.path, "size_mib": data.size_mib, "sha256": data.sha256}},
+         app.output_format, text=f"data {data.path} on {data.guest}: {data.size_mib} MiB, sha256 {data.sha256}")
 
 
 @command.command("check")
