@@ -264,6 +264,8 @@ def test_data_target_is_checked(lab_state):
     (["reboot", "--guest", "target1", "--timeout", "-1"], "--timeout"),
     (["unplug", "--guest", "target1"], "--drive"),
     (["fill", "--guest", "initiator1", "--path", "/mnt", "--seconds", "5", "--leave", "lots"], "--leave"),
+    (["write", "--data", "initiator1"], "--data must be GUEST:/DIR"),
+    (["write", "--data", "initiator1:/mnt", "--data-mib", "0"], "--data-mib"),
 ])
 def test_bad_input_exits_2_naming_what_is_wrong(lab_state, monkeypatch, capsys, args, words):
     lab_state.save()
@@ -285,5 +287,7 @@ def test_every_fault_command_documents_itself(monkeypatch, capsys):
     for name in ("link", "reboot", "unplug", "fill"):
         code, out, _ = run_main(["lab", "fault", name, "--help"], monkeypatch, capsys)
         assert code == 0 and "--guest" in out
+    code, out, _ = run_main(["lab", "fault", "write", "--help"], monkeypatch, capsys)
+    assert code == 0 and "--data" in out and "check" in out
     code, out, _ = run_main(["lab", "fault", "unplug", "--help"], monkeypatch, capsys)
     assert "cannot be restored with its data" in " ".join(out.split())
