@@ -29,6 +29,7 @@ from fxctl.kvtier.l2 import write_index_only
 from fxctl.paths import bench_scratch_dir
 from fxctl.tierbench.chunks import SHAPES, ChunkSource
 from fxctl.tierbench.disk import best, fio_sweep
+from fxctl.tierbench.restore import UNVERIFIED
 
 log = logging.getLogger(__name__)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -94,7 +95,7 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
     out["fio"] = [f.__dict__ for f in writes + reads]
     out["fio_read_ceiling"] = (best(reads) or None) and best(reads).__dict__
     out["fio_write_ceiling"] = (best(writes) or None) and best(writes).__dict__
-    backends = ["fxctl"] + (["lmcache-localdisk"] if spec.lmcache else [])
+    backends = ["fxctl", UNVERIFIED] + (["lmcache-localdisk"] if spec.lmcache else [])
     out["runs"] = []
     for rep in range(spec.repeats):
         order = backends if (rep + k) % 2 == 0 else backends[::-1]
@@ -273,6 +274,14 @@ def ratios(results: dict) -> list[dict]:
                              f"{fx_load:.2f} / {ld['restore_gbps']['median']:.2f} GB/s (medians); CPU "
                              f"{fx['restore_cpu_s_per_gb']['median']:.2f} vs "
                              f"{ld['restore_cpu_s_per_gb']['median']:.2f} s/GB"))
+        bare = res.get("fxctl_harness", {}).get(UNVERIFIED, {})
+        if fx_load and bare.get("restore_gbps") and ld.get("restore_gbps"):
+            bare_load = bare["restore_gbps"]["median"]
+            rows.append(_row(f"cold load, fxctl without read checksums / LocalDiskBackend, fxctl's harness ({tag})",
+                             bare_load, ld["restore_gbps"]["median"], None,
+                             f"{bare_load:.2f} / {ld['restore_gbps']['median']:.2f} GB/s (medians); CPU "
+                             f"{bare['restore_cpu_s_per_gb']['median']:.2f} s/GB: the checksums cost "
+                             f"{fx['restore_cpu_s_per_gb']['median'] - bare['restore_cpu_s_per_gb']['median']:+.2f}"))
         ceiling = res.get("fio_read_ceiling")
         if fx_load and ceiling:
             rows.append(_row(f"cold load, fxctl / fio read ceiling ({tag})", fx_load, ceiling["gbps"], None,

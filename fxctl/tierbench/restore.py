@@ -53,12 +53,13 @@ class FxctlBackend:
 
     name = "fxctl"
 
-    def __init__(self, directory: str, shape: ChunkShape, chunks: int, batch: int, io_threads: int):
+    def __init__(self, directory: str, shape: ChunkShape, chunks: int, batch: int, io_threads: int,
+                 verify_reads: bool = True):
         from fxctl.kvtier import TierConfig
 
         self.cfg = TierConfig(l2_path=directory, l1_bytes=0, io_threads=io_threads,
                               l2_bytes=padded(chunks * padded(shape.nbytes), GIB) + GIB, segment_bytes=GIB,
-                              max_pending_bytes=1 * GIB)
+                              max_pending_bytes=1 * GIB, verify_reads=verify_reads)
         # fault the pages in now: a serving engine's KV buffers exist before a restore
         self.dests = [faulted_in(aligned_buffer(shape.nbytes)) for _ in range(batch)]
         self.staging: queue.SimpleQueue = queue.SimpleQueue()
@@ -99,9 +100,15 @@ class FxctlBackend:
         self.store.close()
 
 
+# fxctl with verify_reads off: no checksum of what it reads (as LMCache's adapters), to show what the check
+# costs; the tier's default verifies every chunk it reads
+UNVERIFIED = "fxctl-unverified"
+BACKENDS = ("fxctl", UNVERIFIED, "lmcache-localdisk")
+
+
 def make_backend(name: str, directory: str, shape: ChunkShape, chunks: int, batch: int, io_threads: int):
-    if name == "fxctl":
-        return FxctlBackend(directory, shape, chunks, batch, io_threads)
+    if name in ("fxctl", UNVERIFIED):
+        return FxctlBackend(directory, shape, chunks, batch, io_threads, verify_reads=name == "fxctl")
     if name == "lmcache-localdisk":
         from fxctl.tierbench.lmcache_disk import LocalDiskBackendRun
 
@@ -165,7 +172,7 @@ def cold_pass(backend, source: ChunkSource, keys: list[str], batch: int, directo
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", required=True, choices=["fxctl", "lmcache-localdisk"])
+    p.add_argument("--backend", required=True, choices=BACKENDS)
     p.add_argument("--size", required=True, choices=sorted(SHAPES))
     p.add_argument("--dir", required=True)
     p.add_argument("--total", type=int, default=2 * GIB)

@@ -69,3 +69,26 @@ def test_ratios_compare_fxctl_with_the_best_lmcache_adapter_in_its_harness():
     rows = {r["measure"].split(",")[0]: r for r in lmcache_harness_ratios(res, "4 MiB", 1.0)}
     assert rows["cold load"]["value"] == 0.5 and rows["cold load"]["met"] is False
     assert "raw_block posix" in rows["cold load"]["detail"]
+
+
+def test_the_unverified_backend_reads_without_checksums_and_its_cost_is_a_row(tmp_path):
+    from fxctl.tierbench.bench import ratios
+    from fxctl.tierbench.restore import UNVERIFIED, make_backend
+
+    backend = make_backend(UNVERIFIED, str(tmp_path / "u"), QWEN_480B_TP8, 1, 1, 2)
+    try:
+        assert backend.cfg.verify_reads is False
+    finally:
+        backend.close()
+
+    def harness(load, cpu):
+        return {"restore_gbps": {"min": load, "median": load, "max": load},
+                "restore_cpu_s_per_gb": {"median": cpu}, "put_gbps": {"median": 1.0}, "chunks": 4,
+                "found_after_reopen": 4}
+
+    res = {"size": "4m", "chunk_bytes": QWEN_480B_TP8.nbytes,
+           "fxctl_harness": {"fxctl": harness(8.0, 0.25), UNVERIFIED: harness(10.0, 0.20),
+                             "lmcache-localdisk": harness(10.0, 0.19)}}
+    rows = {r["measure"]: r for r in ratios({"medium": "tmpfs (tmpfs on /x)", "sizes": [res]})}
+    bare = next(r for m, r in rows.items() if m.startswith("cold load, fxctl without read checksums"))
+    assert bare["value"] == 1.0 and "+0.05" in bare["detail"]
