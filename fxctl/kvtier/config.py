@@ -12,6 +12,7 @@ PAGE_BYTES = 64 * KIB  # L2 allocation unit: every chunk starts on a 64 KiB boun
 # tokens per KV chunk: one name and one default everywhere (profiles' tiers.chunk_tokens; LMCache calls it
 # chunk_size, and the rendered LMCache config passes this value there)
 CHUNK_TOKENS = 256
+REQUEST_ALIGN = 4096   # every L2 request covers whole 4 KiB pages (O_DIRECT)
 IO_THREADS = 16        # most chunk reads in parallel (16 x 4 MiB chunks beat 8 here); LMCache's disk_io_threads
 
 
@@ -46,6 +47,10 @@ class TierConfig:
     def __post_init__(self) -> None:
         if self.l2_admission not in ADMISSION_POLICIES:
             raise ValueError(f"l2_admission: {self.l2_admission!r} is not one of {', '.join(ADMISSION_POLICIES)}")
+        for name in ("max_request_bytes", "piece_bytes"):  # O_DIRECT requests: whole 4 KiB pages
+            value = getattr(self, name)
+            if value < REQUEST_ALIGN or value % REQUEST_ALIGN:
+                raise ValueError(f"{name}: {value} is not a positive multiple of {REQUEST_ALIGN} bytes")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> TierConfig:

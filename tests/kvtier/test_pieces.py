@@ -93,3 +93,14 @@ def test_readers_where_the_cpu_copies_are_bounded_by_the_cpus(tmpfs_dir, monkeyp
         outs = [bytearray(8192) for _ in range(24)]
         assert store.get_into([f"k{i}" for i in range(24)], outs) == [8192] * 24
     assert len(seen) == max(2, min(16, usable_cpus()))
+
+
+@pytest.mark.parametrize("field,value", [("piece_bytes", 0), ("piece_bytes", 5000), ("piece_bytes", -4096),
+                                         ("max_request_bytes", 1000)])
+def test_request_sizes_must_be_whole_pages(field, value):
+    from fxctl.kvtier import TierConfig
+
+    with pytest.raises(ValueError, match=field):
+        TierConfig(**{field: value})
+    with pytest.raises(ValueError, match=field):
+        TierConfig.from_mapping({field: str(value)})
