@@ -35,7 +35,7 @@ PORT = 8251
 
 
 def deployment(python: str, model: str, l2_dir: str):
-    from fxctl.serve.render import settings_from
+    from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile
 
     settings = settings_from(load_profile("cpu-tiny"), name="affinity", model=model, python=python, l2_dir=l2_dir,

@@ -43,7 +43,7 @@ def size_option(_ctx, _param, value):
 
 
 def name_option(_ctx, _param, value):
-    from fxctl.serve.render import NAME_RE
+    from fxctl.serve.settings import NAME_RE
 
     if value is not None and not NAME_RE.fullmatch(value):
         raise click.BadParameter(f"{value!r}: lowercase letters, digits and '-', at most 40")
@@ -156,7 +156,8 @@ def start_command(app, profile_name, engine, offload, lmcache_mode, model, tenso
     from fxctl.serve import deploy
     from fxctl.serve.lmcache_mode import lmcache_mode as lmcache_mode_of
     from fxctl.serve.lmcache_mode import mode_line
-    from fxctl.serve.render import DryRun, settings_from
+    from fxctl.serve.render import DryRun
+    from fxctl.serve.settings import settings_from
     from fxctl.serve.tiny_model import TINY_MODEL_NAME
     from fxctl.serve.where import default_l2_dir
     from fxctl.sim.profile import load_profile
@@ -366,7 +367,7 @@ def forward_command(app, host, name, index, local_port):
     from fxctl.serve.forward import PortForward
     from fxctl.serve.launch import saved_plans
     from fxctl.serve.machine import RemoteMachine
-    from fxctl.serve.render import REMOTE_STATE
+    from fxctl.serve.settings import REMOTE_STATE
 
     where, _ = resolve_where(app, (host,), False)
     with open_session(where.hosts[0]) as session:

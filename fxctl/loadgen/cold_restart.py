@@ -64,7 +64,7 @@ def model_vocab(model_dir: str) -> int | None:
 
 def deployment_settings(spec: ColdRestartSpec, variant: str):
     from fxctl.serve.deploy import local_state_dir
-    from fxctl.serve.render import settings_from
+    from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile
 
     offload, mode = VARIANTS[variant]

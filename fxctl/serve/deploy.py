@@ -10,7 +10,8 @@ from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster, router, wheel
 from fxctl.serve.machine import LOCAL
 from fxctl.serve.preflight import Check, Preflight, run_preflight
-from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, with_site_dir
+from fxctl.serve.render import InstancePlan, plan_instances
+from fxctl.serve.settings import ServeSettings, with_site_dir
 from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
 DEFAULT_READY_TIMEOUT_S = 600.0

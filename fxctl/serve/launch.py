@@ -305,7 +305,7 @@ def served_counters(machine, plan: InstancePlan) -> dict | None:
 def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
     """The instances recorded on the machine (all deployments, or one), with their launch mode."""
     from fxctl.errors import BadInput
-    from fxctl.serve.render import NAME_RE, PATH_RE
+    from fxctl.serve.settings import NAME_RE, PATH_RE
 
     if not PATH_RE.fullmatch(state_dir) or (name is not None and not NAME_RE.fullmatch(name)):
         raise BadInput(f"state dir {state_dir!r} or name {name!r} is not valid",

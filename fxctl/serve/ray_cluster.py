@@ -25,7 +25,8 @@ from fxctl.errors import BadInput, FxError
 from fxctl.remote.command import Command, sh
 from fxctl.serve import launch
 from fxctl.serve.launch import InstanceStatus
-from fxctl.serve.render import InstancePlan, ServeSettings, plan_instances, visible_devices_env
+from fxctl.serve.render import InstancePlan, plan_instances, visible_devices_env
+from fxctl.serve.settings import ServeSettings
 from fxctl.serve.vllm_cpu_ray import SWITCH as CPU_RAY_SWITCH
 
 HEAD, WORKER = "ray-head", "ray-worker"

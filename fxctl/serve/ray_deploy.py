@@ -18,7 +18,8 @@ from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster
 from fxctl.serve.deploy import HostStart, PreflightFailed, StartedInstance
 from fxctl.serve.preflight import Check, run_preflight
-from fxctl.serve.render import InstancePlan, ServeSettings, with_site_dir
+from fxctl.serve.render import InstancePlan
+from fxctl.serve.settings import ServeSettings, with_site_dir
 from fxctl.serve.where import Where
 
 POLL_S = 2.0

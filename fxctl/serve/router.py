@@ -17,8 +17,9 @@ It listens on all interfaces (it is THE endpoint); its metrics only on 127.0.0.1
 from __future__ import annotations
 
 from fxctl.remote.command import sh
-from fxctl.serve.render import InstancePlan, ServeSettings
+from fxctl.serve.render import InstancePlan
 from fxctl.serve.router_settings import PORT_OFFSET
+from fxctl.serve.settings import ServeSettings
 
 ROLE = "router"
 ROUTER_INDEX = -2            # the router's place among a deployment's plans (server -1, engines 0..n-1)

@@ -65,7 +65,7 @@ def select(inventory, hosts: tuple[str, ...] | list[str], local: bool) -> Where:
 
 def state_dir_for(where: Where) -> str:
     from fxctl.paths import serve_state_dir
-    from fxctl.serve.render import REMOTE_STATE
+    from fxctl.serve.settings import REMOTE_STATE
 
     return str(serve_state_dir()) if where.local else REMOTE_STATE
 

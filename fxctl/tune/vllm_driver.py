@@ -33,7 +33,7 @@ class VllmDriverSpec:
 
 def deployment(spec: VllmDriverSpec, settings: dict):
     from fxctl.serve.deploy import local_state_dir
-    from fxctl.serve.render import settings_from
+    from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile
 
     profile = load_profile(spec.profile).with_overrides(

@@ -20,7 +20,8 @@ from lmcache.v1.storage_backend.storage_manager import StorageManager  # noqa: E
 
 from fxctl.kvtier.lmcache_adapter import FxTierBackend  # noqa: E402
 from fxctl.serve.launch import LOADED_LINE  # noqa: E402
-from fxctl.serve.render import plan_instances, settings_from  # noqa: E402
+from fxctl.serve.render import plan_instances  # noqa: E402
+from fxctl.serve.settings import settings_from  # noqa: E402
 from fxctl.sim.profile import load_profile  # noqa: E402
 
 

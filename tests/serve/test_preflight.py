@@ -56,7 +56,7 @@ def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_pa
     """Issue 14.4: an in-process tier left by an older fxctl is neither used silently nor touched."""
     from fxctl.serve.machine import LocalMachine
     from fxctl.serve.preflight import Preflight, check_migration
-    from fxctl.serve.render import settings_from
+    from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile
 
     old = tmp_path / "main-0" / "rank0of8"

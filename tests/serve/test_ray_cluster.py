@@ -13,7 +13,7 @@ import pytest
 from fxctl.errors import BadInput
 from fxctl.serve import ray_cluster
 from fxctl.serve.deploy import STOP_PHASES
-from fxctl.serve.render import settings_from
+from fxctl.serve.settings import settings_from
 from fxctl.sim.profile import load_profile
 from tests.golden import check_golden
 

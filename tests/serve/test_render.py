@@ -14,7 +14,8 @@ import yaml
 
 from fxctl.errors import BadInput
 from fxctl.inventory.model import ServeSpec
-from fxctl.serve.render import KV_TRANSFER_CONFIG, plan_instances, settings_from
+from fxctl.serve.render import KV_TRANSFER_CONFIG, plan_instances
+from fxctl.serve.settings import settings_from
 from fxctl.sim.profile import PROFILE_DIR, load_profile
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serve"

@@ -16,9 +16,9 @@ from fxctl.errors import BadInput
 from fxctl.inventory import InventoryInvalid, load_inventory_text
 from fxctl.serve import deploy, router
 from fxctl.serve.launch import InstanceStatus
-from fxctl.serve.render import settings_from
 from fxctl.serve.replica_metrics import engine_counters, hit_rates, host_summaries, router_counters
 from fxctl.serve.router_settings import DEFAULT_POLICY, POLICIES
+from fxctl.serve.settings import settings_from
 from fxctl.serve.where import Where, select
 from fxctl.sim.profile import load_profile, parse_profile
 

@@ -89,7 +89,7 @@ def own_share(run) -> float:
 def test_two_hosts_behind_the_router(two_hosts):
     from fxctl.inventory import load_inventory
     from fxctl.serve import deploy
-    from fxctl.serve.render import REMOTE_STATE
+    from fxctl.serve.settings import REMOTE_STATE
     from fxctl.serve.where import select
 
     inventory, addresses = two_hosts
