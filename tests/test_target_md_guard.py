@@ -87,3 +87,16 @@ def test_the_ignore_line_does_not_replace_the_initiators_line():
     after = md_exported.with_ignore_line("11111111:22222222:33333333:44444444", marker, conf)
     assert conf.strip() in after and "ARRAY <ignore> UUID=11111111" in after
 
+
+
+def test_a_drive_blkid_finds_blank_is_blank_whatever_udevs_cache_says():
+    """Lab, full lab run: the initiator zeroed its md superblocks through nvmet (no uevent on the target),
+    so lsblk (udev's cache) still said linux_raid_member while blkid -p found nothing, and provision refused
+    the drive. The low-level probe wins; lsblk's value counts only for a drive blkid did not probe."""
+    from fxctl.provision.target import data_on
+    disks = {"/dev/nvme0n1": {"fstype": "linux_raid_member", "label": "kvtier", "pttype": None,
+                              "mountpoint": None, "children": []}}
+    assert data_on("/dev/nvme0n1", disks, {}, {"/dev/nvme0n1": {}}) is None
+    assert data_on("/dev/nvme0n1", disks, {}, {}) == "it holds linux_raid_member (label kvtier)"
+    probed = {"/dev/nvme0n1": {"TYPE": "ext4", "LABEL": "userdata"}}
+    assert data_on("/dev/nvme0n1", disks, {}, probed) == "it holds ext4 (label userdata)"

@@ -45,12 +45,13 @@ def data_on(device: str, disks: dict, links: dict, signatures: dict) -> str | No
         return f"it is mounted at {disk['mountpoint']}"
     if disk.get("children"):
         return f"it is in use by {', '.join(disk['children'])}"
-    probe = signatures.get(path) or {}
-    if probe.get("PTTYPE") or disk.get("pttype"):
-        return f"it has a {probe.get('PTTYPE') or disk.get('pttype')} partition table"
-    if probe.get("TYPE") or disk.get("fstype"):
-        kind = probe.get("TYPE") or disk.get("fstype")
-        label = probe.get("LABEL") or disk.get("label")
+    # blkid -p read the drive just now; lsblk's fstype is udev's cache, stale when the drive was written
+    # without a uevent here (an initiator's mdadm --zero-superblock through nvmet): used only unprobed
+    probe, cached = signatures.get(path) or {}, ({} if path in signatures else disk)
+    if pttype := probe.get("PTTYPE") or cached.get("pttype"):
+        return f"it has a {pttype} partition table"
+    if kind := probe.get("TYPE") or cached.get("fstype"):
+        label = probe.get("LABEL") or cached.get("label")
         return f"it holds {kind}" + (f" (label {label})" if label else "")
     return None
 
