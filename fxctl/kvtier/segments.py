@@ -26,7 +26,9 @@ SEGMENT_NAME = re.compile(r"^segment\.(\d{5})$")
 
 def on_block_device(path: str) -> bool:
     """True if the filesystem holding path sits on a block device (its device number has a major): the
-    device then DMAs O_DIRECT requests. tmpfs, ramfs, overlay and network filesystems have major 0."""
+    device then DMAs O_DIRECT requests. tmpfs, ramfs and network filesystems have major 0; so do overlayfs and
+    btrfs (anonymous device numbers) even over a disk: there L2 moves in pieces, correct but without whole-chunk
+    requests (put L2 on the array's own mount, as `fxctl provision` makes it: XFS on md)."""
     return os.major(os.stat(path).st_dev) != 0
 
 
