@@ -100,3 +100,19 @@ def test_a_drive_blkid_finds_blank_is_blank_whatever_udevs_cache_says():
     assert data_on("/dev/nvme0n1", disks, {}, {}) == "it holds linux_raid_member (label kvtier)"
     probed = {"/dev/nvme0n1": {"TYPE": "ext4", "LABEL": "userdata"}}
     assert data_on("/dev/nvme0n1", disks, {}, probed) == "it holds ext4 (label userdata)"
+
+
+def test_a_drive_blkid_could_not_probe_is_not_blank():
+    """blkid -p prints nothing and exits 8 for a drive with two signatures (or 4 on a read error): that is not
+    a blank drive, whatever lsblk's cache says."""
+    from fxctl.facts.blockdev import Signatures
+    from fxctl.provision.target import data_on
+
+    found = Signatures().parse("## /dev/nvme0n1\nPROBE_STATUS=8\n## /dev/nvme1n1\nPROBE_STATUS=2\n"
+                               "## /dev/nvme2n1\nTYPE=xfs\nPROBE_STATUS=0\n")
+    assert found == {"/dev/nvme0n1": {"PROBE_ERROR": "8"}, "/dev/nvme1n1": {}, "/dev/nvme2n1": {"TYPE": "xfs"}}
+    disks = {f"/dev/nvme{i}n1": {"name": f"nvme{i}n1", "path": f"/dev/nvme{i}n1", "mountpoint": None,
+                                 "children": [], "fstype": None, "pttype": None} for i in range(3)}
+    assert "could not read its signatures (exit 8" in data_on("/dev/nvme0n1", disks, {}, found)
+    assert data_on("/dev/nvme1n1", disks, {}, found) is None
+    assert data_on("/dev/nvme2n1", disks, {}, found) == "it holds xfs"

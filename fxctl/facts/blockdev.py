@@ -63,14 +63,22 @@ for l in *; do test -L "$l" && printf '%s\t%s\n' "$l" "$(readlink -f "$l")"; don
 
 
 class Signatures(Fact):
-    """Low-level probe (blkid -p) of every whole disk: filesystem, RAID or partition-table signatures."""
+    """Low-level probe (blkid -p) of every whole disk: filesystem, RAID or partition-table signatures; {} for
+    a blank disk, {"PROBE_ERROR": status} where blkid -p could not tell (8: more than one signature, 4: a
+    read error), which callers must not take for blank."""
 
     def command(self):
         return script(r"""for d in $(lsblk -dnpo PATH -e 7,11); do
-echo "## $d"; blockdev --flushbufs "$d" 2>/dev/null; blkid -p -o export "$d" 2>/dev/null; done; true""")
+echo "## $d"; blockdev --flushbufs "$d" 2>/dev/null; blkid -p -o export "$d" 2>/dev/null; echo "PROBE_STATUS=$?"
+done; true""")
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict[str, dict]:
-        return export_sections(stdout)
+        found = export_sections(stdout)
+        for device, probe in found.items():
+            status = probe.pop("PROBE_STATUS", "0")
+            if status not in ("0", "2"):  # 2: nothing found
+                found[device] = {"PROBE_ERROR": status}
+        return found
 
 
 class Mount(Fact):

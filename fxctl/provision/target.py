@@ -48,6 +48,8 @@ def data_on(device: str, disks: dict, links: dict, signatures: dict) -> str | No
     # blkid -p read the drive just now; lsblk's fstype is udev's cache, stale when the drive was written
     # without a uevent here (an initiator's mdadm --zero-superblock through nvmet): used only unprobed
     probe, cached = signatures.get(path) or {}, ({} if path in signatures else disk)
+    if status := probe.get("PROBE_ERROR"):
+        return f"blkid -p could not read its signatures (exit {status}; 8: more than one signature)"
     if pttype := probe.get("PTTYPE") or cached.get("pttype"):
         return f"it has a {pttype} partition table"
     if kind := probe.get("TYPE") or cached.get("fstype"):
