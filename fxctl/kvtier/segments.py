@@ -18,6 +18,7 @@ import os
 import re
 
 from fxctl.kvtier.buffers import direct_io_supported
+from fxctl.kvtier.config import REQUEST_ALIGN
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class SegmentFiles:
         if direct_io and not self.direct:
             log.warning("kvtier: %s does not support O_DIRECT; L2 goes through the page cache", directory)
         self.cpu_copies = not (self.direct and on_block_device(directory))
-        self.request_bytes = max(4096, piece_bytes if self.cpu_copies else max_request_bytes)
+        self.request_bytes = max(REQUEST_ALIGN, piece_bytes if self.cpu_copies else max_request_bytes)
         self._fds: dict[int, int] = {}
 
     def _flags(self) -> int:
