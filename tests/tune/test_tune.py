@@ -120,11 +120,17 @@ def test_ctrl_c_leaves_a_resumable_run_and_stops_the_server(tmp_path):
     run_dir = tmp_path / "cut"
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(repo))
-    proc = subprocess.Popen([sys.executable, "-m", "fxctl", "tune", *LAB, "--run-dir", str(run_dir)], cwd=repo,
+    # every point of a grid whose trials grow with concurrency: after the first trial some 6 s of work remain
+    # (3 with a 1..64 grid, under 1 s with the search), so a test process starved by a busy machine still
+    # interrupts a running tuner
+    argv = [*LAB[:LAB.index("--concurrency")], "--grid", "--concurrency", "1,2,4,8,16,32,64,128",
+            *LAB[LAB.index("--slo"):]]
+    proc = subprocess.Popen([sys.executable, "-m", "fxctl", "tune", *argv, "--run-dir", str(run_dir)], cwd=repo,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list((run_dir / "trials").glob("*.json")):
         time.sleep(0.05)
+    assert proc.poll() is None, f"the tuner ended (exit {proc.returncode}) before the test could interrupt it"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "--resume" in err
