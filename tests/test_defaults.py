@@ -18,7 +18,7 @@ PENDING: set[str] = set()
 
 
 def test_the_defaults_are_declared_once():
-    assert TierConfig().io_threads == TierBenchSpec().io_threads == IO_THREADS
+    assert (TierConfig().io_threads,) == TierBenchSpec().io_threads == (IO_THREADS,)
     assert ChunkShape("x", 1, 1, 1, 2, "bfloat16").tokens == CHUNK_TOKENS
     profile = load_profile("lab")
     assert Engine(profile).chunk_tokens == profile.get("tiers", "chunk_tokens", CHUNK_TOKENS)

@@ -25,8 +25,9 @@ def command():
 @click.option("--l1", "l1", default="1G", show_default=True, help="L1 DRAM budget (the L1-hit measure).")
 @click.option("--batch", default="512M", show_default=True,
               help="Bytes per restore call (fxctl's harness) and per round (`lmcache bench l2`).")
-@click.option("--io-threads", default=IO_THREADS, show_default=True, type=int,
-              help="I/O threads of every backend (fxctl io_threads, LMCache disk_io_threads / num_workers).")
+@click.option("--io-threads", default=str(IO_THREADS), show_default=True,
+              help="I/O thread counts swept for every backend (fxctl io_threads, LMCache disk_io_threads / "
+                   "num_workers), e.g. 2,4,16: each backend is compared at its best.")
 @click.option("--passes", default=3, show_default=True, type=int, help="Cold restore passes per process.")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
               help="Fresh processes per backend and size (order alternated).")
@@ -55,16 +56,19 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
 
     def ints(text: str, flag: str) -> tuple[int, ...]:
         try:
-            return tuple(int(x) for x in text.split(",") if x.strip())
+            values = tuple(int(x) for x in text.split(",") if x.strip())
         except ValueError:
-            raise click.BadParameter(f"a comma-separated list of integers, not {text!r}", param_hint=flag) from None
+            values = ()
+        if not values or min(values) < 1:
+            raise click.BadParameter(f"a comma-separated list of integers >= 1, not {text!r}", param_hint=flag)
+        return values
 
     spec = TierBenchSpec(directory=directory or str(bench_scratch_dir()), sizes=tuple(sizes),
                          total_bytes=size_bytes(total, "--total"), l1_bytes=size_bytes(l1, "--l1"),
-                         batch_bytes=size_bytes(batch, "--batch"), io_threads=io_threads, passes=passes,
-                         repeats=repeats, in_flight=tuple(in_flight), fio_jobs=ints(fio_jobs, "--fio-jobs"),
-                         fio_depths=ints(fio_depths, "--fio-depths"), recovery_chunks=recovery_chunks,
-                         lmcache=not no_lmcache, l2_harness=not no_l2_bench, keep=keep)
+                         batch_bytes=size_bytes(batch, "--batch"), io_threads=ints(io_threads, "--io-threads"),
+                         passes=passes, repeats=repeats, in_flight=tuple(in_flight),
+                         fio_jobs=ints(fio_jobs, "--fio-jobs"), fio_depths=ints(fio_depths, "--fio-depths"),
+                         recovery_chunks=recovery_chunks, lmcache=not no_lmcache, l2_harness=not no_l2_bench, keep=keep)
     result = run(spec)
     rows = [(r["measure"], "-" if r["value"] is None else f"{r['value']:.3g}",
              "-" if r["goal"] is None else f">= {r['goal']:g}",

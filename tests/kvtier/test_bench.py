@@ -71,6 +71,40 @@ def test_ratios_compare_fxctl_with_the_best_lmcache_adapter_in_its_harness():
     assert "raw_block posix" in rows["cold load"]["detail"]
 
 
+def test_a_thread_sweep_compares_each_backend_at_its_best_count(monkeypatch, tmp_path):
+    """--io-threads 2,16: every backend of both harnesses runs at each count; the ratios take each one's best,
+    so no backend is held to a count that suits another (fxctl caps its readers at the CPUs on tmpfs)."""
+    from fxctl.tierbench import bench
+
+    def run(name, threads, load, store):
+        return {"adapter": name, "in_flight": 4, "io_threads": threads, "error": "", "load_cpu_s_per_gb": 0.2,
+                "load_mbps": {"min": load, "avg": load, "max": load}, "store_mbps": {"avg": store}}
+
+    res = {"lmcache_harness": [run("fxctl (plugin)", 2, 3.0, 1.0), run("fxctl (plugin)", 16, 2.0, 2.0),
+                               run("fs_native O_DIRECT", 2, 1.0, 1.0), run("fs_native O_DIRECT", 16, 4.0, 3.0)]}
+    rows = {r["measure"].split(",")[0]: r for r in bench.lmcache_harness_ratios(res, "4 MiB", 1.0)}
+    assert rows["cold load"]["value"] == 0.75 and "at 16 threads; fxctl at 2 threads" in rows["cold load"]["detail"]
+    assert rows["store"]["value"] == round(2 / 3, 3)
+
+    def child(spec, backend, size, io_threads):  # a fake restore process: LocalDisk gains from threads
+        gbps = {"fxctl": 5.0, "lmcache-localdisk": io_threads / 2}.get(backend, 1.0)
+        return {"backend": backend, "passes": [{"gbps": gbps, "cpu_s_per_gb": 0.1, "cached_bytes_before": 0,
+                                                "cache_dropped": True}],
+                "put": {"gbps": 1.0, "cpu_s_per_gb": 0.1}, "found_after_reopen": 1, "chunks": 1, "verified": True}
+
+    monkeypatch.setattr(bench, "run_child", child)
+    monkeypatch.setattr(bench, "fio_sweep", lambda *a, **k: [])
+    monkeypatch.setattr(bench.os, "unlink", lambda path: None)
+    spec = bench.TierBenchSpec(directory=str(tmp_path), io_threads=(2, 16), l2_harness=False, repeats=2)
+    out = bench.bench_size(spec, "4m", 0)
+    assert len(out["runs"]) == 2 * 2 * 3 and {r["io_threads"] for r in out["runs"]} == {2, 16}
+    assert out["fxctl_harness"]["lmcache-localdisk"]["io_threads"] == 16
+    assert out["fxctl_harness"]["lmcache-localdisk"]["restore_gbps"]["median"] == 8.0
+    assert [m["io_threads"] for m in out["fxctl_harness_swept"]["fxctl"]] == [2, 16]
+    _, table = bench.backend_rows({"sizes": [out]})
+    assert {r[2] for r in table} >= {"fxctl t2", "fxctl t16", "lmcache-localdisk t16"}
+
+
 def test_the_unverified_backend_reads_without_checksums_and_its_cost_is_a_row(tmp_path):
     from fxctl.tierbench.bench import ratios
     from fxctl.tierbench.restore import UNVERIFIED, make_backend
