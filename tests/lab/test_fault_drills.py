@@ -18,7 +18,6 @@ Every fxctl command has a bound; a hang is a failure.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -31,13 +30,7 @@ from tests.lab.conftest import fxctl
 # each cli() call prints its time with -s. After the target's reboot its udev assembled the initiator's RAID0
 # from the drives it exports (an active md127 of all four): provision stops that array and writes the
 # mdadm.conf line that keeps the target from doing it again (fxctl.ops.md_exported).
-# Opt-in again (FXCTL_LAB_DRILLS=1) after the last full clean-clone .ci/run (2026-12-01, 8010538): every drill
-# passed, but two later tests failed in that run (the serve lab test's `serve forward` did not answer within
-# 30 s on the lab the drills had rebooted, and a Ctrl-C tune test under the load), and there was no time left
-# to find whether the drills cause them. The drills pass on their own: see README "Fault drills".
-pytestmark = [pytest.mark.lab,
-              pytest.mark.skipif(os.environ.get("FXCTL_LAB_DRILLS") != "1",
-                                 reason="lab fault drills are opt-in (FXCTL_LAB_DRILLS=1)")]
+pytestmark = pytest.mark.lab
 CTRL_LOSS_TMO = 20
 RECONNECT_DELAY = 10
 PROVISION_TIMEOUT = 900

@@ -52,10 +52,12 @@ def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(la
     assert [(s["host"], s["unit"], s["state"], s["mode"]) for s in status] == [
         ("initiator1", f"fxctl-serve-{NAME}-0", "ready", "systemd")]
 
-    # `fxctl serve forward`, as a user runs it: a local port to the guest's 127.0.0.1:PORT over SSH
+    # `fxctl serve forward`, as a user runs it: a local port to the guest's 127.0.0.1:PORT over SSH, SIGINT at its
+    # default as in a terminal (a test run a shell started in the background ignores SIGINT, and so would it)
     forward = subprocess.Popen([sys.executable, "-m", "fxctl", "-i", inv, "-o", "json", "serve", "forward",
                                 "--host", "initiator1", "--name", NAME, "--local-port", "0"], cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         printed = ""
         deadline = time.monotonic() + 60
@@ -68,7 +70,13 @@ def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(la
         assert len([p for p in pieces if p]) >= 2, pieces  # tokens arrived as a stream
     finally:
         forward.send_signal(signal.SIGINT)
-        forward.wait(timeout=30)
+        try:
+            forward.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            forward.kill()
+            _, err = forward.communicate(timeout=10)
+            pytest.fail(f"`serve forward` did not stop within 30 s of Ctrl-C; it printed {printed!r}, stderr:\n{err}")
+    assert forward.returncode == 130, forward.stderr.read()
 
     initiator = lab.guests("initiator")[0]
     logs = fxctl("-i", inv, "serve", "logs", "--name", NAME)

@@ -125,8 +125,11 @@ def test_ctrl_c_leaves_a_resumable_run_and_stops_the_server(tmp_path):
     # interrupts a running tuner
     argv = [*LAB[:LAB.index("--concurrency")], "--grid", "--concurrency", "1,2,4,8,16,32,64,128",
             *LAB[LAB.index("--slo"):]]
+    # SIGINT at its default in the child, as in a terminal: a test run started in the background by a shell
+    # without job control ignores SIGINT, and the tuner would inherit that and run to the end (exit 0)
     proc = subprocess.Popen([sys.executable, "-m", "fxctl", "tune", *argv, "--run-dir", str(run_dir)], cwd=repo,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list((run_dir / "trials").glob("*.json")):
         time.sleep(0.05)
