@@ -116,3 +116,30 @@ def test_a_drive_blkid_could_not_probe_is_not_blank():
     assert "could not read its signatures (exit 8" in data_on("/dev/nvme0n1", disks, {}, found)
     assert data_on("/dev/nvme1n1", disks, {}, found) is None
     assert data_on("/dev/nvme2n1", disks, {}, found) == "it holds xfs"
+
+
+TEARDOWN = json.loads((PLANS / "target-teardown-exported-wipe.json").read_text())
+
+
+def teardown_with(wipe: bool, **outputs) -> dict[str, list[str]]:
+    """`provision --destroy` on the lab's target, its mdadm.conf holding kvtier's ignore line (converged)."""
+    case = copy.deepcopy(TEARDOWN)
+    case["options"] = {"wipe": wipe}
+    case["outputs"]["mdadm_conf:/etc/mdadm/mdadm.conf"] = CONVERGED["outputs"]["mdadm_conf:/etc/mdadm/mdadm.conf"]
+    for name, stdout in outputs.items():
+        case["outputs"][name] = {"stdout": stdout, "exit_code": 0}
+    return {s["step"]: s.get("refusal") or s["commands"] for s in replay(case)}
+
+
+def test_destroy_with_wipe_removes_the_ignore_line_with_the_superblocks_it_names():
+    plan = teardown_with(True, initramfs="6.1.0-57-amd64\n")
+    [write] = plan["kvtier: not auto-assembled here"]
+    assert "> /etc/mdadm/mdadm.conf.fxctl-tmp" in write and "ARRAY <ignore>" not in write
+    assert "wipefs --all" in " ".join(plan["kvtier: wipe drives"])
+    assert plan["initramfs"] == ["update-initramfs -u -k 6.1.0-57-amd64"]
+
+
+def test_destroy_without_wipe_keeps_the_line_that_keeps_the_target_off_the_kept_data():
+    plan = teardown_with(False, initramfs="6.1.0-57-amd64\n")
+    assert plan["kvtier: not auto-assembled here"] == [] and plan["initramfs"] == []
+    assert "kvtier: wipe drives" not in plan

@@ -12,7 +12,8 @@ from fxctl.facts.nvme_host import NvmeControllers
 from fxctl.facts.nvmet import CONFIGFS, NvmetConfig
 from fxctl.facts.system import FirstExisting
 from fxctl.inventory.model import ArraySpec, Host
-from fxctl.ops.files import ensure_no_line
+from fxctl.ops import md_exported
+from fxctl.ops.files import ensure_no_line, without_managed_line
 from fxctl.remote.command import write_file
 from fxctl.ops.nvme_host import DISCOVERY_CONF
 from fxctl.ops.nvmet import attr_write, sub_path
@@ -112,6 +113,15 @@ def ensure_unexported(array: ArraySpec, state: dict, port_id: int) -> Operation:
     return None
 
 
+def ensure_guard_after_destroy(conf_path: str, marker: str, conf: str | None, wipe: bool) -> Operation:
+    """The target's `ARRAY <ignore>` line for a destroyed array (md_exported): it goes with --wipe, which
+    erases the md superblocks it names; without --wipe the drives keep them (and the data), and the line
+    keeps this host from assembling them at its next boot."""
+    if not wipe:
+        return f"{conf_path}: kept (the drives keep the array's md superblocks; --wipe removes both)"
+    return (yield from ensure_no_line(conf_path, marker, conf))
+
+
 def ensure_drives_wiped(array: ArraySpec, facts: dict) -> Operation:
     """Erase the signatures on the array's drives (--wipe: the inventory names them by serial or ID)."""
     marked = []
@@ -141,6 +151,9 @@ class TargetTeardown:
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
         steps = []
+        conf_path = mdadm_conf_path(facts["mdadm_conf_path"])
+        conf = facts.get(f"mdadm_conf:{conf_path}")
+        guard = []
         for array in self.arrays:
             if array.target != host.name or array.name not in self.remove:
                 continue
@@ -149,7 +162,15 @@ class TargetTeardown:
             if self.wipe:
                 steps.append(run_operation(f"{array.name}: wipe drives", ensure_drives_wiped(array, facts),
                                            destructive=True))
+            guard.append(run_operation(f"{array.name}: not auto-assembled here", ensure_guard_after_destroy(
+                conf_path, md_exported.ignore_marker(naming.marker(array)), conf, self.wipe)))
+            conf = without_managed_line(conf, md_exported.ignore_marker(naming.marker(array))) if self.wipe \
+                else conf
         steps.append(run_operation("persisted exports", self.ensure_persisted_without(host, facts)))
+        if guard:
+            steps += guard
+            steps.append(run_operation("initramfs", md_exported.ensure_initramfs_current(
+                any(s.changes for s in guard), facts["initramfs"])))
         return steps
 
     def ensure_persisted_without(self, host: Host, facts: dict) -> Operation:

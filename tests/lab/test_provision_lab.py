@@ -135,6 +135,8 @@ def test_destroy_then_provision_over_tcp_keeps_the_data(lab, inventories):
     assert code == 0, result.stdout + result.stderr
     assert not on(lab, "initiator", "findmnt /mnt/kvtier").ok
     assert on(lab, "target", "ls /sys/kernel/config/nvmet/subsystems").stdout.strip() == ""
+    # the drives keep their md superblocks (and the data): the target must still not assemble them
+    assert "ARRAY <ignore>" in on(lab, "target", "cat /etc/mdadm/mdadm.conf").stdout
     code, data, result = provision(inventories["tcp"])
     assert code == 0, result.stdout + result.stderr
     assert "tcp" in {v["check"]: v for v in data["verify"]}["controller live"]["detail"]
@@ -159,3 +161,4 @@ def test_drive_with_a_filesystem_is_refused_and_keeps_its_data(lab, inventories)
     assert not on(lab, "initiator", "test -e /mnt/kvtier/data.txt").ok, "--wipe made a fresh array"
     code, _, result = provision(inventories["tcp"], "--destroy", "--wipe")
     assert code == 0, result.stdout
+    assert "ARRAY <ignore>" not in on(lab, "target", "cat /etc/mdadm/mdadm.conf").stdout, "wiped: line gone too"
