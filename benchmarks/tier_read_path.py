@@ -4,7 +4,8 @@
    checksums on and off, each setting in fresh processes (order rotated), through the same harness as
    `fxctl bench tier` (fxctl/tierbench/restore.py: the timer around the restore call only).
 2. A bare preadv loop (no tier): the same chunks read from one preallocated segment file (fxctl's layout)
-   and from one freshly written file per chunk (LocalDiskBackend's), 2 threads, alternating, same process.
+   and from one freshly written file per chunk (LocalDiskBackend's), 2 threads, alternating, same process;
+   every chunk compared with what was written after each timed read.
 
     python -m benchmarks.tier_read_path --dir /tmp/fxtmpfs/readpath [--repeats 2] [--size 32m]
 """
@@ -76,7 +77,12 @@ def layout_ab(directory: str, rounds: int, chunk: int = 32 << 20, chunks: int = 
             t.start()
         for t in threads:
             t.join()
-        return chunks * chunk / (time.perf_counter() - t0) / 1e9
+        gbps = chunks * chunk / (time.perf_counter() - t0) / 1e9
+        if any(dest != data for dest in dests):  # checked after the timer, every chunk
+            raise RuntimeError("a chunk read back differs from what was written")
+        for dest in dests:
+            dest[:1] = b"\0"  # the next read must write it again
+        return gbps
 
     out: dict[str, list[float]] = {"one segment file (fxctl)": [], "a file per chunk (LocalDisk)": []}
     layouts = [("one segment file (fxctl)", lambda i: (seg, i * chunk)),

@@ -22,12 +22,16 @@ CONF_WITHOUT = base64.b64encode(b"HOMEHOST <system>\nMAILADDR root\n").decode()
 INACTIVE = "md127\tinactive\tnvme0n1 \t\t\n"
 
 
-def plan_with(**outputs) -> dict[str, list[str]]:
-    case = copy.deepcopy(CONVERGED)
+def replay_with(case: dict, **outputs) -> dict[str, list[str] | str]:
+    """A lab case replayed with some fact outputs replaced: step -> commands (or the refusal)."""
+    case = copy.deepcopy(case)
     for name, stdout in outputs.items():
         case["outputs"][name] = {"stdout": stdout, "exit_code": 0}
-    steps = replay(case)
-    return {s["step"]: s.get("refusal") or s["commands"] for s in steps}
+    return {s["step"]: s.get("refusal") or s["commands"] for s in replay(case)}
+
+
+def plan_with(**outputs) -> dict[str, list[str] | str]:
+    return replay_with(CONVERGED, **outputs)
 
 
 def test_the_lab_case_names_the_array_it_checks():
@@ -88,7 +92,6 @@ def test_the_ignore_line_does_not_replace_the_initiators_line():
     assert conf.strip() in after and "ARRAY <ignore> UUID=11111111" in after
 
 
-
 def test_a_drive_blkid_finds_blank_is_blank_whatever_udevs_cache_says():
     """Lab, full lab run: the initiator zeroed its md superblocks through nvmet (no uevent on the target),
     so lsblk (udev's cache) still said linux_raid_member while blkid -p found nothing, and provision refused
@@ -121,14 +124,11 @@ def test_a_drive_blkid_could_not_probe_is_not_blank():
 TEARDOWN = json.loads((PLANS / "target-teardown-exported-wipe.json").read_text())
 
 
-def teardown_with(wipe: bool, **outputs) -> dict[str, list[str]]:
+def teardown_with(wipe: bool, **outputs) -> dict[str, list[str] | str]:
     """`provision --destroy` on the lab's target, its mdadm.conf holding kvtier's ignore line (converged)."""
-    case = copy.deepcopy(TEARDOWN)
-    case["options"] = {"wipe": wipe}
-    case["outputs"]["mdadm_conf:/etc/mdadm/mdadm.conf"] = CONVERGED["outputs"]["mdadm_conf:/etc/mdadm/mdadm.conf"]
-    for name, stdout in outputs.items():
-        case["outputs"][name] = {"stdout": stdout, "exit_code": 0}
-    return {s["step"]: s.get("refusal") or s["commands"] for s in replay(case)}
+    conf = "mdadm_conf:/etc/mdadm/mdadm.conf"
+    case = TEARDOWN | {"options": {"wipe": wipe}, "outputs": TEARDOWN["outputs"] | {conf: CONVERGED["outputs"][conf]}}
+    return replay_with(case, **outputs)
 
 
 def test_destroy_with_wipe_removes_the_ignore_line_with_the_superblocks_it_names():

@@ -162,10 +162,11 @@ class TargetTeardown:
             if self.wipe:
                 steps.append(run_operation(f"{array.name}: wipe drives", ensure_drives_wiped(array, facts),
                                            destructive=True))
-            guard.append(run_operation(f"{array.name}: not auto-assembled here", ensure_guard_after_destroy(
-                conf_path, md_exported.ignore_marker(naming.marker(array)), conf, self.wipe)))
-            conf = without_managed_line(conf, md_exported.ignore_marker(naming.marker(array))) if self.wipe \
-                else conf
+            marker = md_exported.ignore_marker(naming.marker(array))
+            guard.append(run_operation(f"{array.name}: not auto-assembled here",
+                                       ensure_guard_after_destroy(conf_path, marker, conf, self.wipe)))
+            if self.wipe:
+                conf = without_managed_line(conf, marker)
         steps.append(run_operation("persisted exports", self.ensure_persisted_without(host, facts)))
         if guard:
             steps += guard

@@ -244,9 +244,8 @@ def backend_rows(results: dict) -> tuple[list[str], list[list]]:
                 rows.append([size, "fio", f"{kind} ceiling: {fio_label(fio)}", gbps if kind == "read" else "-",
                              cpu if kind == "read" else "-", gbps if kind == "write" else "-",
                              cpu if kind == "write" else "-", "-", "-"])
-        swept = res.get("fxctl_harness_swept") or {b: [m] for b, m in res.get("fxctl_harness", {}).items()}
-        for name, m in ((f"{b} t{m.get('io_threads', '?')}" if len(ms) > 1 else b, m)
-                        for b, ms in swept.items() for m in ms):
+        for name, m in ((f"{b} t{m['io_threads']}" if len(ms) > 1 else b, m)
+                        for b, ms in res.get("fxctl_harness_swept", {}).items() for m in ms):
             if "error" in m:
                 rows.append([size, "fxctl", name, m["error"], "", "", "", "", ""])
                 continue

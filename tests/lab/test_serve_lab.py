@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from fxctl.remote.command import script, sh
+from tests.ctrl_c import sigint_as_in_a_terminal
 from tests.lab.conftest import REPO, fxctl
 
 pytestmark = pytest.mark.lab
@@ -52,12 +53,11 @@ def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(la
     assert [(s["host"], s["unit"], s["state"], s["mode"]) for s in status] == [
         ("initiator1", f"fxctl-serve-{NAME}-0", "ready", "systemd")]
 
-    # `fxctl serve forward`, as a user runs it: a local port to the guest's 127.0.0.1:PORT over SSH, SIGINT at its
-    # default as in a terminal (a test run a shell started in the background ignores SIGINT, and so would it)
+    # `fxctl serve forward`, as a user runs it: a local port to the guest's 127.0.0.1:PORT over SSH
     forward = subprocess.Popen([sys.executable, "-m", "fxctl", "-i", inv, "-o", "json", "serve", "forward",
                                 "--host", "initiator1", "--name", NAME, "--local-port", "0"], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=sigint_as_in_a_terminal)
     try:
         printed = ""
         deadline = time.monotonic() + 60

@@ -117,6 +117,8 @@ def test_ctrl_c_leaves_a_resumable_run_and_stops_the_server(tmp_path):
     import time
     from pathlib import Path
 
+    from tests.ctrl_c import sigint_as_in_a_terminal
+
     run_dir = tmp_path / "cut"
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(repo))
@@ -125,11 +127,9 @@ def test_ctrl_c_leaves_a_resumable_run_and_stops_the_server(tmp_path):
     # interrupts a running tuner
     argv = [*LAB[:LAB.index("--concurrency")], "--grid", "--concurrency", "1,2,4,8,16,32,64,128",
             *LAB[LAB.index("--slo"):]]
-    # SIGINT at its default in the child, as in a terminal: a test run started in the background by a shell
-    # without job control ignores SIGINT, and the tuner would inherit that and run to the end (exit 0)
     proc = subprocess.Popen([sys.executable, "-m", "fxctl", "tune", *argv, "--run-dir", str(run_dir)], cwd=repo,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list((run_dir / "trials").glob("*.json")):
         time.sleep(0.05)
