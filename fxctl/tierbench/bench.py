@@ -99,9 +99,9 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
     backends = ["fxctl", UNVERIFIED] + (["lmcache-localdisk"] if spec.lmcache else [])
     out["runs"] = []
     for rep in range(spec.repeats):
-        order = backends if (rep + k) % 2 == 0 else backends[::-1]
-        for threads in spec.io_threads:
-            for b in order:
+        flip = (rep + k) % 2 == 1  # backends and thread counts both run in alternating order
+        for threads in alternate(spec.io_threads, flip):
+            for b in alternate(backends, flip):
                 out["runs"].append(run_child(spec, b, name, threads) | {"io_threads": threads})
     swept = {b: [merge_runs([r for r in out["runs"] if r.get("backend") == b and r["io_threads"] == t])
                  | {"io_threads": t} for t in spec.io_threads] for b in backends}
@@ -112,18 +112,27 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
         from fxctl.tierbench.l2_anchor import adapters, run_adapter, verify_adapter
 
         out["lmcache_harness"] = []
-        for depth in spec.in_flight:
+        turn = k  # each (depth, thread count) group runs its adapters in the other order from the last
+        for d, depth in enumerate(spec.in_flight):
             num_keys = max(1, spec.batch_bytes // (shape.nbytes * depth))
             rounds = max(2, spec.total_bytes // (shape.nbytes * depth * num_keys))  # CPU: rounds 2..R
-            for threads in spec.io_threads:
-                for adapter in adapters(threads):
+            for threads in alternate(spec.io_threads, (d + k) % 2 == 1):
+                turn += 1
+                for adapter in alternate(adapters(threads), turn % 2 == 0):
                     where = os.path.join(spec.directory, "l2bench")
                     r = run_adapter(adapter, where, shape.nbytes // 1024, num_keys, depth, rounds).__dict__
                     r["io_threads"] = threads
                     if not r["error"] and depth == spec.in_flight[0] and threads == spec.io_threads[0]:
                         r["round_trip_check"] = verify_adapter(adapter, where, shape.nbytes // 1024, depth) or "ok"
                     out["lmcache_harness"].append(r)
+        out["lmcache_order"] = [f"{r['adapter']} qd{r['in_flight']} t{r['io_threads']}"
+                                for r in out["lmcache_harness"]]
     return out
+
+
+def alternate(items, flip: bool) -> list:
+    """items in order, or reversed when flip: runs alternate so no backend always goes first."""
+    return list(items)[::-1] if flip else list(items)
 
 
 def best_of_sweep(merged: list[dict]) -> dict:

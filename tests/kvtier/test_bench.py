@@ -126,3 +126,37 @@ def test_the_unverified_backend_reads_without_checksums_and_its_cost_is_a_row(tm
     rows = {r["measure"]: r for r in ratios({"medium": "tmpfs (tmpfs on /x)", "sizes": [res]})}
     bare = next(r for m, r in rows.items() if m.startswith("cold load, fxctl without read checksums"))
     assert bare["value"] == 1.0 and "+0.05" in bare["detail"]
+
+
+def test_runs_alternate_their_order_in_both_harnesses(monkeypatch, tmp_path):
+    """No backend always runs first and no thread count always runs first: fxctl's harness flips backends and
+    thread counts per repeat; LMCache's flips its adapters per (depth, thread count) group, and both record
+    the order they ran in."""
+    from fxctl.tierbench import bench, l2_anchor
+
+    def child(spec, backend, size, io_threads):
+        return {"backend": backend, "passes": [{"gbps": 1.0, "cpu_s_per_gb": 0.1, "cached_bytes_before": 0,
+                                                "cache_dropped": True}],
+                "put": {"gbps": 1.0, "cpu_s_per_gb": 0.1}, "found_after_reopen": 1, "chunks": 1, "verified": True}
+
+    def adapter_run(spec, where, kb, num_keys, depth, rounds):
+        return l2_anchor.L2Run(spec.name, kb, num_keys, depth, rounds, error="")
+
+    monkeypatch.setattr(bench, "run_child", child)
+    monkeypatch.setattr(bench, "fio_sweep", lambda *a, **k: [])
+    monkeypatch.setattr(bench.os, "unlink", lambda path: None)
+    monkeypatch.setattr(l2_anchor, "run_adapter", adapter_run)
+    monkeypatch.setattr(l2_anchor, "verify_adapter", lambda *a: "")
+    spec = bench.TierBenchSpec(directory=str(tmp_path), io_threads=(2, 16), repeats=2, in_flight=(4, 16))
+    out = bench.bench_size(spec, "4m", 0)
+    fx = [o for o in out["order"] if o.startswith(("fxctl t", "lmcache-localdisk t"))]
+    assert fx == ["fxctl t2", "lmcache-localdisk t2", "fxctl t16", "lmcache-localdisk t16",
+                  "lmcache-localdisk t16", "fxctl t16", "lmcache-localdisk t2", "fxctl t2"]
+    groups = [out["lmcache_order"][i:i + 4] for i in range(0, 16, 4)]
+    assert [g[0].split(" t")[1] for g in groups] == ["2", "16", "16", "2"]  # thread order flips per depth
+    firsts = [g[0].split(" qd")[0] for g in groups]
+    assert firsts[0] != firsts[1] and firsts[1] != firsts[2] and firsts[2] != firsts[3]
+    names = {a.name for a in l2_anchor.adapters(2)}
+    assert all({o.split(" qd")[0] for o in g} == names for g in groups)  # every adapter in every group
+    checked = [r for r in out["lmcache_harness"] if r.get("round_trip_check") == "ok"]
+    assert len(out["lmcache_harness"]) == 16 and len(checked) == 4  # one round-trip check per adapter
