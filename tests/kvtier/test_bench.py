@@ -1,5 +1,8 @@
 """The tier benchmark's pieces on small sizes (the full run is `fxctl bench tier`, not a test)."""
 
+import os
+
+import pytest
 from click.testing import CliRunner
 
 from fxctl.cli import cli
@@ -160,3 +163,40 @@ def test_runs_alternate_their_order_in_both_harnesses(monkeypatch, tmp_path):
     assert all({o.split(" qd")[0] for o in g} == names for g in groups)  # every adapter in every group
     checked = [r for r in out["lmcache_harness"] if r.get("round_trip_check") == "ok"]
     assert len(out["lmcache_harness"]) == 16 and len(checked) == 4  # one round-trip check per adapter
+
+
+def _vm_flags(buf) -> set[str]:
+    from fxctl.kvtier.buffers import address_of
+
+    addr = address_of(buf)
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and line.startswith("VmFlags:"):
+                return set(line.split()[1:])
+    raise AssertionError("mapping not found")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_fxctls_harness_gives_it_the_callers_kind_of_memory(tmp_path):
+    """LMCache's LocalDiskBackend reads into its CPU pool (no huge pages by default); fxctl's backend in the
+    same harness must get the same kind of destination and staging memory, not fxctl's own huge-page-advised
+    buffers (which ran restores on tmpfs ~11 % slower here: an asymmetry, not the tier)."""
+    from fxctl.kvtier.buffers import aligned_buffer, is_aligned
+    from fxctl.tierbench.chunks import SHAPES
+    from fxctl.tierbench.restore import FxctlBackend, caller_buffer
+
+    assert "hg" in _vm_flags(aligned_buffer(4 << 20))  # the tier's own buffers ask for huge pages
+    plain = caller_buffer(4 << 20)
+    assert is_aligned(plain) and "hg" not in _vm_flags(plain)
+    backend = FxctlBackend(str(tmp_path), SHAPES["4m"], chunks=2, batch=2, io_threads=2)
+    try:
+        staged = [backend.staging.get() for _ in range(2)]
+        for buf in [*backend.dests, *staged]:
+            assert is_aligned(buf) and "hg" not in _vm_flags(buf)
+    finally:
+        backend.close()
