@@ -42,14 +42,20 @@ def faulted_in(buf: memoryview) -> memoryview:
     return buf
 
 
-def caller_buffer(nbytes: int) -> memoryview:
-    """Memory of the kind a caller hands the tier: page-aligned anonymous pages without huge-page advice, as
-    LMCache's CPU pool (its default, `use_hugepages` off) and an engine's torch buffers are. Not fxctl's own
-    aligned_buffer, which asks for transparent huge pages: on this machine's tmpfs, restores into such pages
-    ran ~11 % slower (median of 9 fresh-process pairs, alternated; 8 of 9 slower) with ~14 % more CPU (9 of 9),
-    so giving them to fxctl alone was an asymmetry between the backends, not a property of the tier."""
-    mem = mmap.mmap(-1, max(nbytes, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return faulted_in(memoryview(mem)[:nbytes])
+def caller_buffers(nbytes: int, count: int) -> list[memoryview]:
+    """`count` buffers of the kind a caller hands the tier, made the way LMCache makes its CPU pool (its default:
+    `use_hugepages` off): one anonymous region, no huge-page advice, every byte written once up front (LMCache's
+    `fill_(0)`), cut into page-aligned pieces. fxctl's own aligned_buffer asks for transparent huge pages, and the
+    kernel's copies and O_DIRECT requests move at different rates into different memory (on tmpfs here, restores
+    into huge-page-advised buffers ran ~11 % slower with ~14 % more CPU; on the virtio disk, O_DIRECT into 4 KiB
+    pages depends on how scattered they are): the tier does not choose the caller's memory, so every backend
+    gets memory made the same way."""
+    step = -(-max(nbytes, 1) // 4096) * 4096
+    mem = memoryview(mmap.mmap(-1, step * count, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+    zeros = bytes(step)
+    for i in range(count):
+        mem[i * step:(i + 1) * step] = zeros
+    return [mem[i * step:i * step + nbytes] for i in range(count)]
 
 
 class FxctlBackend:
@@ -70,11 +76,12 @@ class FxctlBackend:
         self.cfg = TierConfig(l2_path=directory, l1_bytes=0, io_threads=io_threads,
                               l2_bytes=padded(chunks * padded(shape.nbytes), GIB) + GIB, segment_bytes=GIB,
                               max_pending_bytes=1 * GIB, verify_reads=verify_reads)
-        # the caller's memory, faulted in now: a serving engine's KV buffers exist before a restore
-        self.dests = [caller_buffer(shape.nbytes) for _ in range(batch)]
+        # the caller's memory, one pool as LMCache's, made now: a serving engine's KV buffers exist before a restore
+        pool = caller_buffers(shape.nbytes, batch + min(chunks, 2 * batch))
+        self.dests = pool[:batch]
         self.staging: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(min(chunks, 2 * batch)):
-            self.staging.put(caller_buffer(shape.nbytes))
+        for buf in pool[batch:]:
+            self.staging.put(buf)
         self.store = self._open()
         # the segment files laid out before the timer, as fio lays out its file and raw_block gets its device
         self.store.preallocate(chunks * padded(shape.nbytes))

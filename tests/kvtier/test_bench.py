@@ -188,11 +188,12 @@ def test_fxctls_harness_gives_it_the_callers_kind_of_memory(tmp_path):
     buffers (which ran restores on tmpfs ~11 % slower here: an asymmetry, not the tier)."""
     from fxctl.kvtier.buffers import aligned_buffer, is_aligned
     from fxctl.tierbench.chunks import SHAPES
-    from fxctl.tierbench.restore import FxctlBackend, caller_buffer
+    from fxctl.tierbench.restore import FxctlBackend, caller_buffers
 
     assert "hg" in _vm_flags(aligned_buffer(4 << 20))  # the tier's own buffers ask for huge pages
-    plain = caller_buffer(4 << 20)
-    assert is_aligned(plain) and "hg" not in _vm_flags(plain)
+    plain = caller_buffers(3 << 20 | 5, 3)
+    assert [len(b) for b in plain] == [3 << 20 | 5] * 3 and all(is_aligned(b) for b in plain)
+    assert all("hg" not in _vm_flags(b) and not any(b[::4096]) for b in plain)  # written once, zeros
     backend = FxctlBackend(str(tmp_path), SHAPES["4m"], chunks=2, batch=2, io_threads=2)
     try:
         staged = [backend.staging.get() for _ in range(2)]
