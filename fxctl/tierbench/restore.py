@@ -8,6 +8,8 @@ last line of stdout, JSON), so no backend inherits another's page cache, heap or
   directory; LMCache's LocalDiskBackend keeps its index in memory only, so it stays open) and the page
   cache is dropped; the bytes of the data files still cached are measured (fincore) and reported;
 - CPU seconds are the process's user + system time (every thread) across the timed calls only.
+- fxctl reads into and stores from memory made as LMCache makes its CPU pool (`caller_buffers`), the memory
+  LocalDiskBackend uses: the rate of a copy or an O_DIRECT request depends on the memory, not only the backend.
 """
 
 from __future__ import annotations
