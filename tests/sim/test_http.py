@@ -131,7 +131,9 @@ def test_preemption_over_http_when_hbm_is_full(tmp_path):
     profile["serving"]["num_gpu_blocks"] = 200  # 3200 tokens of KV for 4 x (900 + 400)
     path = tmp_path / "tiny-hbm.yaml"
     path.write_text(yaml.safe_dump(profile))
-    with sim_server(str(path), "--no-offload", time_scale=0) as client:
+    # the four requests must overlap in the engine: flat out (time_scale 0) each took ~10 ms of wall time, so a
+    # thread arriving late on a busy machine found the others done (CI, once); at 0.2 each lasts ~1 s
+    with sim_server(str(path), "--no-offload", time_scale=0.2) as client:
         def one(i):
             return client.json("POST", "/v1/completions", {
                 "model": MODEL, "prompt": list(range(10_000 * (i + 1), 10_000 * (i + 1) + 900)), "max_tokens": 400})
