@@ -19,6 +19,7 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 
 from tabulate import tabulate
 
@@ -78,6 +79,7 @@ def main() -> None:
     print(f"{a.size} chunks ({SHAPES[a.size].nbytes / MIB:.4g} MiB), {a.total} per backend, {a.io_threads} I/O "
           f"threads, {a.rounds} cold passes each, one process, order rotated")
     print(tabulate(rows, ["backend", "min GB/s", "median", "max", "CPU s/GB", "median / LocalDisk"]))
+    sys.stdout.flush()
     os._exit(0)  # LMCache's StorageManager leaves non-daemon threads behind after close()
 
 
