@@ -58,6 +58,10 @@ def run(directory: str, size: str, total: int, rounds: int, io_threads: int) -> 
         for backend, where in backends.values():
             backend.close()
             shutil.rmtree(where, ignore_errors=True)
+        try:
+            os.rmdir(directory)  # only if this run left it empty
+        except OSError:
+            pass
 
 
 def main() -> None:
