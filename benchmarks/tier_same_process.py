@@ -24,7 +24,7 @@ import sys
 from tabulate import tabulate
 
 from fxctl.tierbench.chunks import SHAPES, ChunkSource
-from fxctl.tierbench.restore import BACKENDS, cold_pass, make_backend
+from fxctl.tierbench.restore import BACKENDS, cold_pass, make_backend, store_all
 from fxctl.units import MIB, parse_size
 
 
@@ -41,9 +41,7 @@ def run(directory: str, size: str, total: int, rounds: int, io_threads: int) -> 
             os.makedirs(where)
             backend = make_backend(name, where, shape, chunks, chunks, io_threads)
             backends[name] = (backend, where)
-            for i, key in enumerate(keys):
-                backend.put(key, source.chunk(i))
-            backend.finish_puts()
+            store_all(backend, source, keys)
         passes: dict[str, list[dict]] = {name: [] for name in backends}
         names = list(backends)
         for r in range(rounds):

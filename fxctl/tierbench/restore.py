@@ -57,7 +57,9 @@ def caller_buffers(nbytes: int, count: int) -> list[memoryview]:
         import torch
     except ImportError:
         mem = memoryview(mmap.mmap(-1, step * count, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
-        mem[:] = bytes(step * count)
+        zeros = bytes(step)
+        for i in range(count):
+            mem[i * step:(i + 1) * step] = zeros
     else:
         backing = torch.empty(step * count + 4096, dtype=torch.uint8)
         backing.fill_(0)
@@ -155,9 +157,7 @@ def measure(backend_name: str, directory: str, shape: ChunkShape, total_bytes: i
                  "io_threads": io_threads, "passes": []}
     try:
         c0, t0 = cpu_seconds(), time.perf_counter()
-        for i, key in enumerate(keys):
-            backend.put(key, source.chunk(i))
-        backend.finish_puts()
+        store_all(backend, source, keys)
         put_s = time.perf_counter() - t0
         out["put"] = {"gbps": chunks * shape.nbytes / put_s / 1e9,
                       "cpu_s_per_gb": (cpu_seconds() - c0) / (chunks * shape.nbytes / 1e9)}
@@ -173,6 +173,13 @@ def measure(backend_name: str, directory: str, shape: ChunkShape, total_bytes: i
     out["restore_cpu_s_per_gb"] = spread([p["cpu_s_per_gb"] for p in out["passes"]])
     out["verified"] = all(p["verified"] == chunks for p in out["passes"])
     return out
+
+
+def store_all(backend, source: ChunkSource, keys: list[str]) -> None:
+    """Put every chunk and wait until the backend has written them all."""
+    for i, key in enumerate(keys):
+        backend.put(key, source.chunk(i))
+    backend.finish_puts()
 
 
 def cold_pass(backend, source: ChunkSource, keys: list[str], batch: int, directory: str) -> dict:
