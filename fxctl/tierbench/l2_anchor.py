@@ -1,5 +1,6 @@
 """LMCache's own L2 adapter harness, `lmcache bench l2`, as the anchor: fs_native (O_DIRECT), raw_block
-(posix and io_uring engines, on a file) and fxctl's tier as a `plugin` adapter, same sizes and depths.
+(posix and io_uring engines, on a file) and fxctl's tier as a `plugin` adapter (as shipped, and without read
+checksums), same sizes and depths.
 
 Cold loads: `lmcache bench l2` runs store, lookup and load in one process with no hook in between, so
 each adapter is run twice: `--only store` (a fresh directory), then the page cache is dropped, then
@@ -27,6 +28,10 @@ from dataclasses import dataclass, field
 from fxctl.tierbench.disk import drop_page_cache
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# fxctl's tier as a plugin adapter: as shipped (every read checksummed), and with verify_reads off, as
+# LMCache's own adapters read (they check nothing), to show what the check costs in this harness
+FXCTL_PLUGIN = "fxctl (plugin)"
+FXCTL_PLUGIN_UNVERIFIED = "fxctl (plugin, unverified)"
 
 
 @dataclass
@@ -55,12 +60,16 @@ def adapters(io_threads: int) -> list[AdapterSpec]:
                     "meta_total_bytes": 64 << 20, "meta_enable_periodic": False}
         return spec
 
-    def fxctl_plugin(d, cap, slot):
-        return {"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter", "class_name": "FxTierL2Adapter",
-                "adapter_params": {"l2_path": d, "l2_bytes": cap + (1 << 30), "l1_bytes": 0,
-                                   "io_threads": io_threads}}
+    def fxctl_plugin(verify_reads: bool):
+        def spec(d, cap, slot):
+            return {"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter",
+                    "class_name": "FxTierL2Adapter",
+                    "adapter_params": {"l2_path": d, "l2_bytes": cap + (1 << 30), "l1_bytes": 0,
+                                       "io_threads": io_threads, "verify_reads": verify_reads}}
+        return spec
 
-    return [AdapterSpec("fxctl (plugin)", fxctl_plugin), AdapterSpec("fs_native O_DIRECT", fs_native),
+    return [AdapterSpec(FXCTL_PLUGIN, fxctl_plugin(True)), AdapterSpec(FXCTL_PLUGIN_UNVERIFIED, fxctl_plugin(False)),
+            AdapterSpec("fs_native O_DIRECT", fs_native),
             AdapterSpec("raw_block posix", raw_block("posix")),
             AdapterSpec("raw_block io_uring", raw_block("io_uring"))]
 
