@@ -46,8 +46,9 @@ def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, i
 
     Two harnesses on the --dir's filesystem: fxctl's (fxctl and LMCache's LocalDiskBackend, each in a
     fresh process, same timer, every chunk verified outside it) and LMCache's own `lmcache bench l2`
-    (fs_native O_DIRECT, raw_block posix / io_uring, fxctl as a plugin adapter). Needs root (page cache
-    drops, huge pages for fio); prints same-run ratios (`-o json`: the full result).
+    (fs_native O_DIRECT, raw_block posix / io_uring, fxctl as a plugin adapter). Prints same-run ratios
+    (`-o json`: the full result). In both harnesses fxctl also runs with its read checksums off, as LMCache
+    reads, to show what they cost. Needs root (page cache drops, huge pages for fio).
     """
     from fxctl.output import table
     from fxctl.paths import bench_scratch_dir

@@ -387,5 +387,7 @@ def _threads(run: dict) -> str:
 def _row(measure: str, value: float, reference: float | None, goal: float | None, detail: str) -> dict:
     ratio = value / reference if reference else None
     # shown to 3 decimals, rounded down: a ratio just under its goal never reads as the goal (0.9996 -> 0.999)
-    return {"measure": measure, "value": None if ratio is None else math.floor(ratio * 1000) / 1000, "goal": goal,
+    # (the 1e-9 keeps a float like 0.29 * 1000 = 289.99999999999994 at 0.29)
+    shown = None if ratio is None else math.floor(ratio * 1000 + 1e-9) / 1000
+    return {"measure": measure, "value": shown, "goal": goal,
             "met": None if goal is None or ratio is None else ratio >= goal, "detail": detail}

@@ -83,6 +83,7 @@ def test_a_ratio_just_under_its_goal_never_reads_as_the_goal():
     row = _row("x", 0.9996, 1.0, 1.0, "")
     assert row["value"] == 0.999 and row["met"] is False
     assert _row("x", 1.2, 1.0, 1.2, "")["value"] == 1.2 and _row("x", 3.0, 2.0, None, "")["value"] == 1.5
+    assert _row("x", 0.29, 1.0, None, "")["value"] == 0.29  # 0.29 * 1000 is 289.99999999999994 in floats
 
 
 def test_a_thread_sweep_compares_each_backend_at_its_best_count(monkeypatch, tmp_path):
