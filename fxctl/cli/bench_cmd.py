@@ -22,20 +22,22 @@ def command():
 @click.option("--size", "sizes", multiple=True, type=click.Choice(["32m", "4m"]), default=("32m", "4m"),
               show_default=True, help="Chunk shapes: 32m = Llama-3.1-8B bf16 TP1, 4m = Qwen3-Coder-480B FP8 TP8.")
 @click.option("--total", default="2G", show_default=True, help="Bytes of KV per chunk size and backend.")
-@click.option("--l1", "l1", default="1G", show_default=True, help="L1 DRAM budget (the L1-hit measure).")
+@click.option("--l1", "l1", default="1G", show_default=True,
+              help="L1 DRAM budget of the L1-hit measure (up to 16 chunks that fit in it, at least 2).")
 @click.option("--batch", default="512M", show_default=True,
               help="Bytes per restore call (fxctl's harness) and per round (`lmcache bench l2`).")
 @click.option("--io-threads", default=str(IO_THREADS), show_default=True,
               help="I/O thread counts swept for every backend (fxctl io_threads, LMCache disk_io_threads / "
                    "num_workers), e.g. 2,4,16: each backend is compared at its best.")
-@click.option("--passes", default=3, show_default=True, type=int, help="Cold restore passes per process.")
+@click.option("--passes", default=3, show_default=True, type=click.IntRange(1), help="Cold restore passes per process.")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1),
               help="Fresh processes per backend and size (order alternated).")
 @click.option("--in-flight", "in_flight", multiple=True, type=click.IntRange(1), default=(4,), show_default=True,
               help="`lmcache bench l2 --in-flight` depths (repeatable).")
 @click.option("--fio-jobs", default="1,4", show_default=True, help="fio numjobs swept for the ceiling.")
 @click.option("--fio-depths", default="1,4,16", show_default=True, help="fio iodepths swept for the ceiling.")
-@click.option("--recovery-chunks", default=100_000, show_default=True, type=int)
+@click.option("--recovery-chunks", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Chunks in the index-recovery measure (journal, then checkpoint).")
 @click.option("--no-lmcache", is_flag=True, help="Skip LMCache's LocalDiskBackend (fxctl's harness).")
 @click.option("--no-l2-bench", is_flag=True, help="Skip LMCache's own harness (`lmcache bench l2`).")
 @click.option("--keep", is_flag=True, help="Keep the scratch directory.")

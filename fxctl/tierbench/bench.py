@@ -22,40 +22,19 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
-from fxctl.kvtier.config import GIB, IO_THREADS, MIB, padded
+from fxctl.kvtier.config import GIB, MIB, padded
 from fxctl.kvtier.l2 import write_index_only
-from fxctl.paths import bench_scratch_dir
 from fxctl.tierbench.chunks import SHAPES, ChunkSource
 from fxctl.tierbench.disk import best, fio_sweep
 from fxctl.tierbench.l2_anchor import FXCTL_PLUGIN, FXCTL_PLUGIN_UNVERIFIED
 from fxctl.tierbench.restore import UNVERIFIED
+from fxctl.tierbench.spec import TierBenchSpec
 
 log = logging.getLogger(__name__)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@dataclass
-class TierBenchSpec:
-    directory: str = field(default_factory=lambda: str(bench_scratch_dir()))  # point it at the array's mount
-    sizes: tuple[str, ...] = ("32m", "4m")
-    total_bytes: int = 2 * GIB          # per chunk size and backend
-    l1_bytes: int = 1 * GIB             # for the L1-hit measure
-    batch_bytes: int = 512 * MIB        # bytes per restore call (fxctl's harness) and per round (LMCache's)
-    io_threads: tuple[int, ...] = (IO_THREADS,)  # swept for every backend (LMCache: disk_io_threads,
-    #                                   num_workers); each backend is compared at its best count
-    recovery_chunks: int = 100_000
-    passes: int = 3                     # cold restore passes per process (fxctl's harness)
-    repeats: int = 1                    # processes per backend and size, order alternated
-    lmcache: bool = True                # LMCache's LocalDiskBackend in fxctl's harness
-    l2_harness: bool = True             # LMCache's own harness (`lmcache bench l2`) with its adapters
-    in_flight: tuple[int, ...] = (4,)   # `lmcache bench l2 --in-flight` depths
-    fio_jobs: tuple[int, ...] = (1, 4)
-    fio_depths: tuple[int, ...] = (1, 4, 16)
-    keep: bool = False                  # keep the data directory afterwards
 
 
 def run(spec: TierBenchSpec) -> dict:
@@ -95,7 +74,8 @@ def bench_size(spec: TierBenchSpec, name: str, k: int) -> dict:
     fio_size = f"{max(1, spec.total_bytes // MIB)}M"
     writes = fio_sweep(fio_file, "write", shape.nbytes, fio_size, jobs=(1,), depths=(4, 16), iomems=("malloc",))
     reads = fio_sweep(fio_file, "read", shape.nbytes, fio_size, jobs=spec.fio_jobs, depths=spec.fio_depths)
-    os.unlink(fio_file)
+    if os.path.exists(fio_file):  # fio may have failed before laying it out
+        os.unlink(fio_file)
     out["fio"] = [f.__dict__ for f in writes + reads]
     out["fio_read_ceiling"] = (best(reads) or None) and best(reads).__dict__
     out["fio_write_ceiling"] = (best(writes) or None) and best(writes).__dict__
@@ -184,9 +164,9 @@ def bench_l1_hits(spec: TierBenchSpec) -> dict:
     out = {}
     for name in spec.sizes:
         shape = SHAPES[name]
-        n = max(2, min(16, (512 * MIB) // shape.nbytes))
+        n = max(2, min(16, min(512 * MIB, spec.l1_bytes) // padded(shape.nbytes)))  # chunks that fit in --l1
         source = ChunkSource(shape.nbytes)
-        store = TierStore(TierConfig(l2_path="", l2_bytes=0, l1_bytes=n * padded(shape.nbytes) + MIB))
+        store = TierStore(TierConfig(l2_path="", l2_bytes=0, l1_bytes=spec.l1_bytes))
         srcs = [aligned_buffer(shape.nbytes) for _ in range(n)]
         for i in range(n):
             srcs[i][:] = source.chunk(i)

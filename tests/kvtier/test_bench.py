@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from fxctl.cli import cli
+from fxctl.kvtier.config import padded
 from fxctl.tierbench.bench import TierBenchSpec, bench_l1_hits, bench_recovery
 from fxctl.tierbench.chunks import LLAMA_8B_TP1, QWEN_480B_TP8, ChunkSource
 
@@ -29,6 +30,51 @@ def test_recovery_finds_every_chunk_from_journal_and_manifest(tmp_path):
 def test_l1_hits_are_measured_against_a_plain_copy(tmp_path):
     result = bench_l1_hits(TierBenchSpec(directory=str(tmp_path), sizes=("4m",)))
     assert result["4m"]["l1_hit_gbps"] > 0 and result["4m"]["plain_copy_gbps"] > 0
+
+
+def test_the_l1_hit_measure_runs_within_the_l1_budget_it_is_given(tmp_path, monkeypatch):
+    """--l1 sizes the measure's L1 (it was ignored): the chunks it reads back all fit, every read is a hit."""
+    from fxctl.kvtier import store as store_mod
+
+    seen = []
+    real = store_mod.TierStore.get_into
+
+    def get_into(self, keys, buffers):
+        seen.append((self.cfg.l1_bytes, len(keys), real(self, keys, buffers)))
+        return seen[-1][2]
+
+    monkeypatch.setattr(store_mod.TierStore, "get_into", get_into)
+    two = 2 * padded(QWEN_480B_TP8.nbytes)
+    bench_l1_hits(TierBenchSpec(directory=str(tmp_path), sizes=("4m",), l1_bytes=two))
+    assert {(budget, n) for budget, n, _ in seen} == {(two, 2)}
+    assert all(None not in sizes for _b, _n, sizes in seen)  # no miss: the measure is of hits
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--total", "0"], "--total 0 MiB holds less than one 32m chunk"),
+    (["--size", "32m", "--batch", "8M"], "--batch 8 MiB holds less than one 32m chunk"),
+    (["--l1", "32M"], "--l1 32 MiB holds less than two 32m chunks"),
+    (["--passes", "0"], "--passes"),
+    (["--recovery-chunks", "-5"], "--recovery-chunks"),
+])
+def test_bench_tier_refuses_settings_that_cannot_measure_before_running(args, says, monkeypatch, capsys):
+    import fxctl.tierbench.bench as tier
+    from tests.support.cli import run_main
+
+    monkeypatch.setattr(tier, "run", lambda spec: pytest.fail("ran with a bad setting"))
+    code, out, err = run_main(["bench", "tier", *args], monkeypatch, capsys)
+    assert code == 2 and says in out + err, out + err
+    assert "Traceback" not in out + err
+
+
+def test_bench_tier_sizes_its_minimums_by_the_chunks_it_will_use(monkeypatch):
+    import fxctl.tierbench.bench as tier
+
+    seen = {}
+    monkeypatch.setattr(tier, "run", lambda spec: seen.setdefault("spec", spec) and {"ratios": []})
+    out = CliRunner().invoke(cli, ["-o", "json", "bench", "tier", "--size", "4m", "--total", "8M", "--batch", "4M"])
+    assert out.exit_code == 0, out.output  # 4 MiB holds one 3.875 MiB chunk; no 32m chunk is asked for
+    assert seen["spec"].batch_bytes == 4 << 20
 
 
 def test_bench_tier_has_help_and_json_is_the_global_option():
