@@ -24,13 +24,13 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.admission import ADMISSION_POLICIES
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.loadgen.workloads import WorkloadSpec, chat_sessions, lengths
+from fxctl.paths import scratch_dir
 
 
 def multi_turn_requests(sessions: int, turns: int, concurrency: int, seed: int) -> list[tuple[str, int]]:
@@ -145,7 +145,8 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dir", default=None, help="L2 directory (default: a new folder under /var/tmp)")
+    p.add_argument("--dir", default=None, help="where to put the L2 (a new fxctl-admission-* folder inside it, "
+                   "removed after; default /var/tmp)")
     p.add_argument("--chunk-kib", type=int, default=256)
     p.add_argument("--sessions", type=int, default=64)
     p.add_argument("--turns", type=int, default=4)
@@ -156,16 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    base = args.dir or tempfile.mkdtemp(prefix="fxctl-admission-", dir="/var/tmp")
     rows = []
-    try:
+    # a new directory inside --dir (or /var/tmp), removed after: nothing else there is touched
+    with scratch_dir(args.dir or "/var/tmp", prefix="fxctl-admission-") as base:
         for workload in ("multi-turn", "cold-recovery"):
             for share in args.l1_share or [0.1, 0.25, 0.5]:
                 for policy in ADMISSION_POLICIES:
                     rows.append(run_policy(workload, policy, share, os.path.join(base, "l2"), args))
-    finally:
-        if not args.dir:
-            shutil.rmtree(base, ignore_errors=True)
     print(table(rows))
     if args.json:
         with open(args.json, "w") as f:

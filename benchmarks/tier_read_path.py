@@ -24,6 +24,8 @@ import time
 
 from tabulate import tabulate
 
+from fxctl.paths import scratch_dir
+
 PIECES = (1 << 20, 4 << 20, 32 << 20)
 
 
@@ -102,20 +104,23 @@ def row(name: str, values: list[float]) -> list:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", required=True, help="scratch directory on the medium (a tmpfs)")
+    ap.add_argument("--dir", required=True, help="directory on the medium (a tmpfs); the run works in a new "
+                    "fxctl-bench-* directory inside it, deleted afterwards")
     ap.add_argument("--size", default="32m", choices=("32m", "4m"))
     ap.add_argument("--repeats", type=int, default=2, help="fresh processes per piece setting")
     ap.add_argument("--rounds", type=int, default=10, help="reads per layout in the bare A/B")
     a = ap.parse_args()
     results: dict[str, list[float]] = {}
     settings = [(p, v) for p in PIECES for v in (True, False)]
-    for rep in range(a.repeats):
-        for piece, verify in settings if rep % 2 == 0 else settings[::-1]:
-            name = f"fxctl, {piece >> 20} MiB requests, checksums {'on' if verify else 'off'}"
-            results.setdefault(name, []).extend(piece_trial(os.path.join(a.dir, "pieces"), piece, verify, a.size))
-    print(tabulate([row(k, v) for k, v in results.items()], ["restore (fxctl's harness)", "min GB/s", "median",
-                                                              "max", "passes"]))
-    bare = layout_ab(os.path.join(a.dir, "layout"), a.rounds)
+    with scratch_dir(a.dir) as base:  # a new directory inside --dir: nothing else there is touched
+        for rep in range(a.repeats):
+            for piece, verify in settings if rep % 2 == 0 else settings[::-1]:
+                name = f"fxctl, {piece >> 20} MiB requests, checksums {'on' if verify else 'off'}"
+                results.setdefault(name, []).extend(piece_trial(os.path.join(base, "pieces"), piece, verify,
+                                                                a.size))
+        print(tabulate([row(k, v) for k, v in results.items()], ["restore (fxctl's harness)", "min GB/s", "median",
+                                                                  "max", "passes"]))
+        bare = layout_ab(os.path.join(base, "layout"), a.rounds)
     print()
     print(tabulate([row(k, v) for k, v in bare.items()], ["bare preadv, 2 threads", "min GB/s", "median", "max",
                                                            "reads"]))

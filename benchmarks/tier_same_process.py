@@ -23,6 +23,7 @@ import sys
 
 from tabulate import tabulate
 
+from fxctl.paths import scratch_dir
 from fxctl.tierbench.chunks import SHAPES, ChunkSource
 from fxctl.tierbench.restore import BACKENDS, cold_pass, make_backend, store_all
 from fxctl.units import MIB, parse_size
@@ -56,21 +57,19 @@ def run(directory: str, size: str, total: int, rounds: int, io_threads: int) -> 
         for backend, where in backends.values():
             backend.close()
             shutil.rmtree(where, ignore_errors=True)
-        try:
-            os.rmdir(directory)  # only if this run left it empty
-        except OSError:
-            pass
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", required=True, help="scratch directory on the medium (deleted afterwards)")
+    ap.add_argument("--dir", required=True, help="directory on the medium; the run works in a new fxctl-bench-* "
+                    "directory inside it, deleted afterwards")
     ap.add_argument("--size", default="32m", choices=sorted(SHAPES))
     ap.add_argument("--total", default="512M", help="bytes of KV per backend")
     ap.add_argument("--rounds", type=int, default=12, help="cold passes per backend")
     ap.add_argument("--io-threads", type=int, default=2)
     a = ap.parse_args()
-    passes = run(a.dir, a.size, parse_size(a.total), a.rounds, a.io_threads)
+    with scratch_dir(a.dir) as where:  # a new directory inside --dir: nothing else there is touched
+        passes = run(where, a.size, parse_size(a.total), a.rounds, a.io_threads)
     ref = statistics.median(p["gbps"] for p in passes["lmcache-localdisk"])
     rows = []
     for name, ps in passes.items():

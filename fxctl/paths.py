@@ -8,6 +8,10 @@ Environment overrides: FXCTL_RUN_DIR (run journals and tuning runs), FXCTL_SERVE
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -62,5 +66,26 @@ def lab_state_dir() -> Path:
 
 
 def bench_scratch_dir() -> Path:
-    """Default scratch space of `fxctl bench tier`: $XDG_CACHE_HOME/fxctl/loadgen/tier."""
+    """Default place of `fxctl bench tier`'s scratch directory: $XDG_CACHE_HOME/fxctl/bench/tier."""
     return cache_home() / "bench" / "tier"
+
+
+@contextmanager
+def scratch_dir(parent: str | os.PathLike, keep: bool = False, prefix: str = "fxctl-bench-") -> Iterator[str]:
+    """A new, empty directory inside `parent` (made if missing) for a benchmark's files; on leaving, it is
+    removed (unless keep), and so is `parent` if this made it and it is empty. Nothing that was already in
+    `parent` is touched, so `parent` may be a mount that holds data (an L2 array). OSError if it cannot be made."""
+    parent = os.fspath(parent)
+    made = not os.path.exists(parent)
+    os.makedirs(parent, exist_ok=True)
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+            if made:
+                try:
+                    os.rmdir(parent)
+                except OSError:  # not empty: something else is there now
+                    pass

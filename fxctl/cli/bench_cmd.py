@@ -17,8 +17,9 @@ def command():
 
 @command.command(name="tier")
 @click.option("--dir", "directory", default=None,
-              help="Scratch directory on the filesystem under test (deleted afterwards unless --keep). "
-                   "Default: $XDG_CACHE_HOME/fxctl/loadgen/tier (~/.cache): point it at the array's mount.")
+              help="Directory on the filesystem under test: point it at the array's mount. The bench works in a "
+                   "new fxctl-bench-* directory inside it, deleted afterwards unless --keep; nothing else there is "
+                   "touched. Default: $XDG_CACHE_HOME/fxctl/bench/tier (~/.cache).")
 @click.option("--size", "sizes", multiple=True, type=click.Choice(["32m", "4m"]), default=("32m", "4m"),
               show_default=True, help="Chunk shapes: 32m = Llama-3.1-8B bf16 TP1, 4m = Qwen3-Coder-480B FP8 TP8.")
 @click.option("--total", default="2G", show_default=True, help="Bytes of KV per chunk size and backend.")
@@ -40,7 +41,7 @@ def command():
               help="Chunks in the index-recovery measure (journal, then checkpoint).")
 @click.option("--no-lmcache", is_flag=True, help="Skip LMCache's LocalDiskBackend (fxctl's harness).")
 @click.option("--no-l2-bench", is_flag=True, help="Skip LMCache's own harness (`lmcache bench l2`).")
-@click.option("--keep", is_flag=True, help="Keep the scratch directory.")
+@click.option("--keep", is_flag=True, help="Keep the scratch directory (its path is in the result).")
 @click.pass_obj
 def tier(app, directory, sizes, total, l1, batch, io_threads, passes, repeats, in_flight, fio_jobs, fio_depths,
          recovery_chunks, no_lmcache, no_l2_bench, keep):

@@ -14,6 +14,8 @@ request size. CPU seconds per GB for everything. Plus: L1 hits against a plain c
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -23,10 +25,12 @@ import subprocess
 import sys
 import time
 
+from fxctl.errors import BadInput
 from fxctl.kvtier import TierConfig, TierStore
 from fxctl.kvtier.buffers import aligned_buffer
 from fxctl.kvtier.config import GIB, MIB, padded
 from fxctl.kvtier.l2 import write_index_only
+from fxctl.paths import scratch_dir
 from fxctl.tierbench.chunks import SHAPES, ChunkSource
 from fxctl.tierbench.disk import best, fio_sweep
 from fxctl.tierbench.l2_anchor import FXCTL_PLUGIN, FXCTL_PLUGIN_UNVERIFIED
@@ -38,19 +42,22 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def run(spec: TierBenchSpec) -> dict:
-    os.makedirs(spec.directory, exist_ok=True)
-    results: dict = {"spec": spec.__dict__ | {"sizes": list(spec.sizes)}, "medium": medium(spec.directory),
-                     "sizes": []}
-    try:
+    """The whole bench in a new scratch directory inside spec.directory (only that one is removed after)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            path = stack.enter_context(scratch_dir(spec.directory, keep=spec.keep))
+        except OSError as exc:
+            raise BadInput(f"--dir {spec.directory}: cannot make a scratch directory there ({exc.strerror or exc})",
+                           "give a directory (or a path to make one) on the filesystem under test") from exc
+        work = dataclasses.replace(spec, directory=path)
+        results: dict = {"spec": spec.__dict__ | {"sizes": list(spec.sizes)}, "scratch": path,
+                         "medium": medium(path), "sizes": []}
         for k, name in enumerate(spec.sizes):
-            results["sizes"].append(bench_size(spec, name, k))
-        results["l1"] = bench_l1_hits(spec)
-        results["recovery"] = bench_recovery(spec)
+            results["sizes"].append(bench_size(work, name, k))
+        results["l1"] = bench_l1_hits(work)
+        results["recovery"] = bench_recovery(work)
         results["ratios"] = ratios(results)
-    finally:
-        if not spec.keep:
-            shutil.rmtree(spec.directory, ignore_errors=True)
-    return results
+        return results
 
 
 def medium(directory: str) -> str:

@@ -261,3 +261,44 @@ def test_fxctls_harness_gives_it_the_callers_kind_of_memory(tmp_path):
             assert is_aligned(buf) and "hg" not in _vm_flags(buf)
     finally:
         backend.close()
+
+
+def test_the_bench_works_in_its_own_directory_and_leaves_the_rest_of_dir_alone(tmp_path, monkeypatch):
+    """--dir may be the array's mount holding the tier's data: only the bench's own new directory goes."""
+    from fxctl.tierbench import bench
+
+    mount = tmp_path / "mnt"
+    (mount / "fxctl").mkdir(parents=True)  # a name the bench uses inside its scratch directory
+    (mount / "fxctl" / "segment-0").write_bytes(b"kv")
+    (mount / "keep.me").write_text("data")
+    seen = []
+
+    def size(spec, name, k):
+        seen.append(spec.directory)
+        os.makedirs(os.path.join(spec.directory, "fxctl"))
+        return {}
+
+    monkeypatch.setattr(bench, "bench_size", size)
+    monkeypatch.setattr(bench, "bench_l1_hits", lambda spec: {})
+    monkeypatch.setattr(bench, "bench_recovery", lambda spec: None)
+    monkeypatch.setattr(bench, "ratios", lambda results: [])
+    out = bench.run(bench.TierBenchSpec(directory=str(mount), sizes=("4m",)))
+    assert os.path.dirname(seen[0]) == str(mount) and out["scratch"] == seen[0]
+    assert sorted(os.listdir(mount)) == ["fxctl", "keep.me"]  # the scratch directory is gone, nothing else
+    assert (mount / "fxctl" / "segment-0").read_bytes() == b"kv"
+
+    fresh = tmp_path / "new" / "tier"
+    out = bench.run(bench.TierBenchSpec(directory=str(fresh), sizes=("4m",), keep=True))
+    assert os.path.isdir(out["scratch"])  # --keep: kept, and its path is in the result
+    bench.run(bench.TierBenchSpec(directory=str(tmp_path / "made"), sizes=("4m",)))
+    assert not (tmp_path / "made").exists()  # a directory the bench made for itself goes when left empty
+
+
+def test_a_dir_that_is_a_file_is_refused(tmp_path, monkeypatch, capsys):
+    from tests.support.cli import run_main
+
+    target = tmp_path / "file"
+    target.write_text("x")
+    code, out, err = run_main(["bench", "tier", "--dir", str(target), "--size", "4m"], monkeypatch, capsys)
+    assert code == 2 and f"--dir {target}: cannot make a scratch directory there" in out + err
+    assert target.read_text() == "x"
