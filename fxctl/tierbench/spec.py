@@ -27,7 +27,7 @@ class TierBenchSpec:
     in_flight: tuple[int, ...] = (4,)   # `lmcache bench l2 --in-flight` depths
     fio_jobs: tuple[int, ...] = (1, 4)
     fio_depths: tuple[int, ...] = (1, 4, 16)
-    keep: bool = False                  # keep the data directory afterwards
+    keep: bool = False                  # keep the scratch directory (made inside `directory`) afterwards
 
     def __post_init__(self) -> None:
         """Refuse, before anything runs, what cannot make a measurement (named by the command's flags)."""
