@@ -9,11 +9,15 @@ from fxctl.loadgen.cold_restart import ColdRestartSpec, run
 
 def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(serving_python, tiny_model, local_state,
                                                                           tmp_path):
+    # no "recompute" variant (no offload): each deployment's own fill phase, run on an empty cache, is the
+    # recomputation its outputs after the restart are compared with, and the speed figures it anchors are
+    # `fxctl bench cold-restart`'s, not this test's; leaving it out saves two vLLM starts (~2.5 of 10 minutes)
     spec = ColdRestartSpec(python=serving_python, model=tiny_model, l2_dir=str(tmp_path / "l2"), prompts=2,
-                           prompt_tokens=2048, output_tokens=8, port=8221)
+                           prompt_tokens=2048, output_tokens=8, port=8221,
+                           variants=("lmcache-disk", "fxctl", "fxctl-in-process"))
     result = run(spec)
     rows = {row["variant"]: row for row in result["rows"]}
-    assert set(rows) == {"recompute", "lmcache-disk", "fxctl", "fxctl-in-process"}
+    assert set(rows) == {"lmcache-disk", "fxctl", "fxctl-in-process"}
     assert all(row["completed"] == 2 and row["failed"] == 0 for row in rows.values())
     # every prompt token a connector can supply came back from fxctl's tier after the restart, in LMCache's
     # MP server (LMCacheMPConnector) and as its in-process plugin behind fxctl's CPU connector
@@ -22,10 +26,8 @@ def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(servi
         assert rows[ours]["kv_tokens_from_connector"] == 2 * (2048 - 1), ours  # all but each prompt's last
         # ... and the outputs after the restart are, bit for bit, what the deployment computed from scratch
         assert rows[ours]["logprobs_equal_recompute"] is True, ours
-    assert rows["recompute"]["logprobs_equal_recompute"] is True
-    # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed), and recompute too
+    # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed)
     assert rows["lmcache-disk"]["kv_from_connector"] == 0.0
-    assert rows["recompute"]["kv_tokens_from_connector"] == 0.0
     assert rows["lmcache-disk"]["logprobs_equal_recompute"] is True
     # before the restart LMCache's disk tier did hold the prompts: its files are there
     fill = result["repeats"][0]["results"]["lmcache-disk"]["phases"]["fill"]
