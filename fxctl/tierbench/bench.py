@@ -336,7 +336,7 @@ def lmcache_harness_ratios(res: dict, tag: str, goal: float) -> list[dict]:
         at = [r for r in runs if r["in_flight"] == depth]
         fx_runs = [r for r in at if r["adapter"] == FXCTL_PLUGIN]
         bare_runs = [r for r in at if r["adapter"] == FXCTL_PLUGIN_UNVERIFIED]
-        others = [r for r in at if not r["adapter"].startswith("fxctl")]
+        others = [r for r in at if r["adapter"] not in (FXCTL_PLUGIN, FXCTL_PLUGIN_UNVERIFIED)]
         if not fx_runs or not others:
             continue
         fx = max(fx_runs, key=lambda r: r["load_mbps"]["avg"])
