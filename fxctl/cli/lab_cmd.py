@@ -7,19 +7,14 @@ import sys
 
 import click
 
+from fxctl.cli import lab_fault_cmd
+from fxctl.cli.lab_options import name_option
 from fxctl.errors import BadInput, FxError
-from fxctl.lab.paths import DEFAULT_LAB_NAME, check_lab_name
 from fxctl.output import dumps, emit
 
 
 def progress(message: str) -> None:
     click.echo(f"lab: {message}", err=True)
-
-
-def name_option(func):
-    return click.option("--name", "lab_name", default=DEFAULT_LAB_NAME, show_default=True,
-                        envvar="FXCTL_LAB_NAME", show_envvar=True, callback=lambda _c, _p, v: check_lab_name(v),
-                        help="Lab name: several labs can run side by side.")(func)
 
 
 def install_deps_option(func):
@@ -172,10 +167,4 @@ def inventory_cmd(app, lab_name, write_to):
         click.echo(text)
 
 
-def _add_fault_commands() -> None:
-    from fxctl.cli import lab_fault_cmd  # after name_option exists: it uses it
-
-    command.add_command(lab_fault_cmd.command)
-
-
-_add_fault_commands()
+command.add_command(lab_fault_cmd.command)

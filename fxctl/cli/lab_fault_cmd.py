@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from fxctl.cli.lab_options import name_option
 from fxctl.output import emit
 
 SECONDS = click.FloatRange(min=0, min_open=True, max=3600)
@@ -16,15 +17,9 @@ def progress(message: str) -> None:
     click.echo(f"fault: {message}", err=True)
 
 
-def _lab_name(func):
-    from fxctl.cli.lab_cmd import name_option
-
-    return name_option(func)
-
-
 def _common(func):
     func = click.option("--guest", required=True, help="The lab guest to hit (see 'fxctl lab status').")(func)
-    return _lab_name(func)
+    return name_option(func)
 
 
 def _data_options(func):
@@ -138,7 +133,7 @@ def fill_cmd(app, lab_name, guest, path, seconds, leave):
 
 
 @command.command("write")
-@_lab_name
+@name_option
 @click.option("--data", "data_at", required=True, metavar="GUEST:/DIR", help="Where to write it (a mounted folder).")
 @click.option("--data-mib", default=32, show_default=True, type=click.IntRange(1, 4096), help="MiB to write.")
 @click.pass_obj
@@ -159,7 +154,7 @@ def write_cmd(app, lab_name, data_at, data_mib):
 
 
 @command.command("check")
-@_lab_name
+@name_option
 @click.option("--data", "data_at", required=True, metavar="GUEST:/DIR", help="Where a fault's --data wrote it.")
 @click.pass_obj
 def check_cmd(app, lab_name, data_at):

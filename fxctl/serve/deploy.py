@@ -4,11 +4,12 @@ restart, on this machine or on the inventory's serving hosts (each host gets an 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from urllib.parse import urlparse
 
 from fxctl.errors import BadInput, FxError
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster, router, wheel
-from fxctl.serve.machine import LOCAL
+from fxctl.serve.machine import LOCAL, LocalMachine
 from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, plan_instances
 from fxctl.serve.settings import ServeSettings, with_site_dir
@@ -308,3 +309,17 @@ def set_router_policy(where: Where, state_dir: str, name: str, policy: str, *,
 
 def local_settings(settings: ServeSettings) -> ServeSettings:
     return replace(settings, state_dir=local_state_dir())
+
+
+def switch_local_policy(url: str, policy: str, ready_timeout: float = 300.0) -> None:
+    """The router of a deployment on this machine that listens on `url`'s port, restarted with `policy`
+    (as `fxctl serve` would); FxError when no router of fxctl's listens there."""
+    state = local_state_dir()
+    port = urlparse(url).port
+    mine = [p for p, _ in launch.saved_plans(LocalMachine(), state) if p.role == router.ROLE and p.port == port]
+    if not mine:
+        raise FxError(f"no router of fxctl serve on this machine listens on port {port}",
+                      "--param serving.router.policy needs --url of a router `fxctl serve start --local` started")
+    outcome = set_router_policy(Where(), state, mine[0].deployment, policy, ready_timeout=ready_timeout)["local"]
+    if not outcome.ok:
+        raise FxError(f"restarting the router with policy {policy} failed: {outcome.error}", outcome.hint)

@@ -138,25 +138,3 @@ def check_router(machine, settings: ServeSettings, workers: list[str], result) -
     else:
         result.add("router ports", "ok" if busy.ok else "warn", f"{ports[0]}, {ports[1]} free" if busy.ok
                    else f"could not check ports {ports}: {busy.tail(2)}")
-
-
-def switch_local_policy(url: str, policy: str, ready_timeout: float = 300.0) -> None:
-    """The router of a deployment on this machine that listens on `url`'s port, restarted with `policy`
-    (through fxctl.serve.deploy, as `fxctl serve` would); FxError when no router of fxctl's listens there."""
-    from urllib.parse import urlparse
-
-    from fxctl.errors import FxError
-    from fxctl.serve import deploy
-    from fxctl.serve.launch import saved_plans
-    from fxctl.serve.machine import LocalMachine
-
-    state = deploy.local_state_dir()
-    port = urlparse(url).port
-    mine = [p for p, _ in saved_plans(LocalMachine(), state) if p.role == ROLE and p.port == port]
-    if not mine:
-        raise FxError(f"no router of fxctl serve on this machine listens on port {port}",
-                      "--param serving.router.policy needs --url of a router `fxctl serve start --local` started")
-    outcome = deploy.set_router_policy(deploy.Where(), state, mine[0].deployment, policy,
-                                       ready_timeout=ready_timeout)["local"]
-    if not outcome.ok:
-        raise FxError(f"restarting the router with policy {policy} failed: {outcome.error}", outcome.hint)

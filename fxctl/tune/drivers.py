@@ -75,7 +75,7 @@ class UrlDriver:
             raise BadInput("--url tunes load and the router's policy only: other server settings need --target sim "
                            "or vllm", f"drop --param except {ROUTER_POLICY}")
         if ROUTER_POLICY in settings and settings[ROUTER_POLICY] != self.policy:
-            from fxctl.serve.router import switch_local_policy
+            from fxctl.serve.deploy import switch_local_policy
 
             switch_local_policy(self.url, settings[ROUTER_POLICY])
             self.policy = settings[ROUTER_POLICY]

@@ -60,7 +60,7 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
         # so the prompts spread over the replicas and each replay goes where its prompt went
         from fxctl.loadgen.generator import LoadSpec, run
         from fxctl.loadgen.workloads import WorkloadSpec
-        from fxctl.serve.router import switch_local_policy
+        from fxctl.serve.deploy import switch_local_policy
 
         base = endpoint.removesuffix("/v1")
         switch_local_policy(base, "consistent_hash")
