@@ -11,6 +11,7 @@ import pytest
 
 from fxctl.inventory.model import Host
 from tests.support.sshd import SUDO_USER, keygen, start_sshd, sudo_user_ready
+from tests.support.strict_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (hooks)
 
 
 @pytest.fixture(scope="session")

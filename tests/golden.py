@@ -47,6 +47,18 @@ def check_golden(path: Path, case: dict, got: dict, indent: int = 2) -> None:
         assert got[key] == case.get(key), f"{path.name}: {key} differs (FXCTL_UPDATE_GOLDEN=1 rewrites it)"
 
 
+def check_golden_file(path: Path, got) -> None:
+    """`got` equals the whole JSON of `path`. Under FXCTL_UPDATE_GOLDEN=1 a file that differs (or is missing)
+    is rewritten with `got`, and the test fails: a rewritten golden never passes the run that wrote it."""
+    want = json.loads(path.read_text()) if path.exists() else None
+    if got == want:
+        return
+    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(got, indent=2) + "\n")
+        pytest.fail(f"rewrote {path}: review the diff, then run without FXCTL_UPDATE_GOLDEN")
+    assert got == want, f"{path} differs: review, then FXCTL_UPDATE_GOLDEN=1 rewrites it"
+
+
 def check_op_case(path: Path) -> None:
     case = json.loads(path.read_text())
     step = run_operation(path.stem, load_target(case["operation"])(**case["kwargs"]))

@@ -5,7 +5,6 @@ Regenerate with FXCTL_UPDATE_GOLDEN=1 (then review the diff)."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from fxctl.inventory.model import ServeSpec
 from fxctl.serve.render import KV_TRANSFER_CONFIG, plan_instances
 from fxctl.serve.settings import settings_from
 from fxctl.sim.profile import PROFILE_DIR, load_profile
+from tests.golden import check_golden_file
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serve"
 L2_DIR = "/mnt/kvtier/fxtier"
@@ -42,9 +42,7 @@ def engines(data: dict) -> list[dict]:
 def test_golden_launch(profile, engine):
     path = GOLDEN / f"{profile}.{engine}.json"
     got = rendered(profile, engine)
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        path.write_text(json.dumps(got, indent=2) + "\n")
-    assert got == json.loads(path.read_text()), f"{path} differs: review, then FXCTL_UPDATE_GOLDEN=1"
+    check_golden_file(path, got)
 
 
 def test_480b_tp4x2_two_instances_on_disjoint_gpus_and_ports():

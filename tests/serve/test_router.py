@@ -5,8 +5,6 @@ Regenerate the golden with FXCTL_UPDATE_GOLDEN=1 (then review the diff)."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from fxctl.serve.router_settings import DEFAULT_POLICY, POLICIES
 from fxctl.serve.settings import settings_from
 from fxctl.serve.where import Where, select
 from fxctl.sim.profile import load_profile, parse_profile
+from tests.golden import check_golden_file
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serve" / "router-two-hosts.json"
 INVENTORY = """version: 1
@@ -47,9 +46,7 @@ def test_golden_router_in_front_of_two_hosts():
     plans = deploy.dry_run(settings, where)
     got = {"plans": [{"host": p.host, "role": p.role, "unit": p.unit, "port": p.port, "argv": list(p.argv),
                       "env": p.env, "log_path": p.log_path, "state_path": p.state_path} for p in plans]}
-    if os.environ.get("FXCTL_UPDATE_GOLDEN"):
-        GOLDEN.write_text(json.dumps(got, indent=2) + "\n")
-    assert got == json.loads(GOLDEN.read_text()), f"{GOLDEN} differs: review, then FXCTL_UPDATE_GOLDEN=1"
+    check_golden_file(GOLDEN, got)
     (last,) = [p for p in plans if p.role == "router"]
     assert plans[-1] is last and last.host == "gpu1"              # after every engine, on the first serving host
     assert router.workers_of(last) == ["http://10.0.0.11:8000", "http://10.0.0.12:8000"]
