@@ -1,9 +1,11 @@
-"""The QEMU lab for end-to-end tests: one lab per test session, booted once.
+"""The QEMU lab for end-to-end tests: one lab for the tests of this package, booted once.
 
 Set FXCTL_LAB_NAME to reuse a lab you keep running (`fxctl lab up --name NAME`): the tests use it and
-leave it running. Otherwise the session starts its own lab (named pytest<pid>), builds the image
-first if the cache has none (about 1-2 minutes), and stops and removes it at the end.
-Lab tests skip only when QEMU is not installed (.ci/setup installs it).
+leave it running. Otherwise the first lab test starts its own lab (named pytest<pid>), building the image
+first if the cache has none (about 1-2 minutes), and the lab stops and is removed as soon as the last test
+of this package is done (a package-scoped fixture), not at the end of the session: the guests' QEMU
+processes use CPU, and the vLLM tests that run after the lab's would otherwise share the 2 cores with them.
+Lab tests skip only when QEMU is not installed (.ci/setup installs it; under CI a skip fails the run).
 """
 
 from __future__ import annotations
@@ -34,12 +36,20 @@ def fxctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "lab_stops: stops the session's lab, so it runs after every other test")
+    config.addinivalue_line("markers", "lab_stops: stops the lab, so it runs after every other lab test")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Tests marked lab_stops go last in the session (stable sort keeps every other order)."""
-    items.sort(key=lambda item: item.get_closest_marker("lab_stops") is not None)
+    """Tests marked lab_stops go after every other test of this package, and still inside it (the lab is
+    package-scoped: a lab_stops test moved past the package would boot a second lab). Other order kept."""
+    here = Path(__file__).parent
+    inside = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
+    if not inside:
+        return
+    block = items[inside[0]:inside[-1] + 1]          # pytest collects a package's tests contiguously
+    block.sort(key=lambda item: here in Path(str(item.fspath)).parents
+               and item.get_closest_marker("lab_stops") is not None)
+    items[inside[0]:inside[-1] + 1] = block
 
 
 @dataclass
@@ -62,7 +72,7 @@ class Lab:
             return session.run(command, timeout=timeout)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab():
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86; .ci/setup does)")

@@ -160,7 +160,7 @@ def test_up_on_a_running_lab_is_harmless(lab):
 
 @pytest.mark.lab_stops
 def test_down_leaves_no_qemu_process_and_frees_its_ports(lab):
-    """Runs last in the session (conftest orders lab_stops tests last): it stops the session's lab."""
+    """Runs after every other lab test (conftest orders lab_stops tests last in the package): it stops the lab."""
     if not lab.started_here:
         pytest.skip(f"FXCTL_LAB_NAME={lab.name} names a lab this session did not start: not stopping it")
     state = lab.state
