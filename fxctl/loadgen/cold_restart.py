@@ -7,14 +7,15 @@ Deployments of the same engine, model and prompts, one after another, each throu
   fxctl-in-process  fxctl's tier as LMCache's in-process storage plugin, under fxctl's CPU connector.
 For each: start, send every prompt once (phase 1: the tiers fill), restart the serving processes (phase 2:
 vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
-stop. All three are timed by the same load generator (fxctl.loadgen.generator) with the same prompts (a
+stop. All of them are timed by the same load generator (fxctl.loadgen.generator) with the same prompts (a
 fixed nonce), concurrency and output length, greedy decoding with logprobs. Reported as R2 reports cold
 recovery: TTFT p50, output tok/s, gain against recompute; plus the share of the prompt tokens a
 connector can supply that vLLM got from its KV connector (vLLM's own external prefix-cache counters;
 vLLM always computes each prompt's last token itself, for the logits of the first output token), and
-whether each variant's output logprobs after the restart equal those the same deployment computed from
-scratch in phase 1 (bit for bit), and how far they are from the no-offload deployment's (vLLM's numerics
-differ slightly between a deployment with a KV connector and one without, whatever the connector serves).
+whether each variant's outputs after the restart match those the same deployment computed from scratch in
+phase 1 (the same greedy text, every logprob within LOGPROB_TOLERANCE: see outputs_match), and how far they
+are from the no-offload deployment's (vLLM's numerics differ slightly between a deployment with a KV
+connector and one without, whatever the connector serves).
 Verification runs after every timer.
 """
 
@@ -34,6 +35,13 @@ from fxctl.errors import FxError
 VARIANTS = {"recompute": ("none", None), "lmcache-disk": ("lmcache-disk", "in-process"),
             "fxctl": ("fxctl", "mp"), "fxctl-in-process": ("fxctl", "in-process")}
 NONCE = 20261201          # the same prompts for every variant
+# How far an output logprob after the restart may be from the same deployment's own from-scratch run. With a
+# prefix from a cache, vLLM attends over the loaded prefix and computes the rest after it: the sums run in
+# another order than one prefill's. On CPUs with AVX-512 vLLM's CPU kernels gave identical bits (earlier
+# runs); on one without (AVX2 only, 2026-12-02) the 8th output token's logprob moved by 0.0061 with the KV
+# restored byte for byte (tests/vllm/test_serve_real.py), the same on the landed code. A wrong KV changes the
+# greedy text (the tiny model's wide init, serving facts), which outputs_match compares exactly.
+LOGPROB_TOLERANCE = 0.02
 LABEL = "real vLLM on CPU, tiny model"
 
 
@@ -167,11 +175,20 @@ def compare(results: dict[str, dict]) -> list[dict]:
                                   if base["output_throughput"] else None)
             row["logprobs_max_diff_vs_recompute"] = max_diff(result.get("logprobs"), base.get("logprobs"))
         # the same deployment computed every prompt from scratch in phase 1 (nothing stored yet): after the
-        # restart its output must be the same, to the bit, whatever served the KV
-        row["logprobs_equal_recompute"] = max_diff(result.get("logprobs"),
-                                                   result["phases"]["fill"].get("logprobs")) == 0.0
+        # restart its outputs must match, whatever served the KV
+        fill = result["phases"]["fill"]
+        row["logprobs_max_diff_vs_fill"] = max_diff(result.get("logprobs"), fill.get("logprobs"))
+        row["outputs_match_recompute"] = outputs_match(result.get("texts"), result.get("logprobs"),
+                                                       fill.get("texts"), fill.get("logprobs"))
         rows.append(row)
     return rows
+
+
+def outputs_match(texts: dict | None, logprobs: dict | None, their_texts: dict | None,
+                  their_logprobs: dict | None) -> bool:
+    """The same greedy text for every prompt and every logprob within LOGPROB_TOLERANCE of theirs."""
+    diff = max_diff(logprobs, their_logprobs)
+    return bool(texts) and texts == their_texts and diff is not None and diff <= LOGPROB_TOLERANCE
 
 
 def max_diff(ours: dict | None, theirs: dict | None) -> float | None:
@@ -189,7 +206,7 @@ def orders(variants: tuple[str, ...], repeats: int) -> list[tuple[str, ...]]:
 
 def summarize_repeats(per_repeat: list[list[dict]]) -> list[dict]:
     """One row per variant over the repeats: medians (with min and max) of each repeat's own figures and
-    same-repeat ratios; the worst connector share; outputs equal only if equal in every repeat."""
+    same-repeat ratios; the worst connector share; outputs match only if they match in every repeat."""
     from statistics import median
 
     rows = []
@@ -199,9 +216,9 @@ def summarize_repeats(per_repeat: list[list[dict]]) -> list[dict]:
                "failed": sum(r["failed"] for r in mine),
                "kv_from_connector": min(r["kv_from_connector"] for r in mine),
                "kv_tokens_from_connector": sum(r["kv_tokens_from_connector"] for r in mine),
-               "logprobs_equal_recompute": all(r["logprobs_equal_recompute"] for r in mine)}
+               "outputs_match_recompute": all(r["outputs_match_recompute"] for r in mine)}
         for key in ("ttft_p50_s", "output_tok_s", "ttft_ratio", "ttft_gain", "output_gain",
-                    "logprobs_max_diff_vs_recompute"):
+                    "logprobs_max_diff_vs_recompute", "logprobs_max_diff_vs_fill"):
             values = [r[key] for r in mine if r.get(key) is not None]
             if values:
                 row[key] = median(values)

@@ -120,7 +120,7 @@ class Client:
         record = RequestRecord(True, int(usage.get("prompt_tokens", prompt_tokens)), out, ttft=rel[0],
                                e2el=(end - start) / self.scale, itl=per_token_gaps(rel, out),
                                model_ttft=sim.get("model_ttft_s"), model_e2el=sim.get("model_e2e_s"),
-                               token_logprobs=logprobs or None)
+                               token_logprobs=logprobs or None, text="".join(text) if logprobs else None)
         return record, "".join(text)
 
     async def post(self, path: str, payload: dict | None = None) -> int:
@@ -246,7 +246,8 @@ async def fill_and_evict(client: Client, items: list, concurrency: int, deadline
     fill, cut = await closed_loop(client, items, concurrency, deadline, model, lambda: None)
     phases = {"fill": {"completed": sum(r.ok for r in fill), "failed": sum(not r.ok for r in fill),
                        "duration": (time.perf_counter() - started) / client.scale, "timed_out": cut,
-                       "logprobs": {r.index: r.token_logprobs for r in fill if r.token_logprobs}}}
+                       "logprobs": {r.index: r.token_logprobs for r in fill if r.token_logprobs},
+                       "texts": {r.index: r.text for r in fill if r.token_logprobs}}}
     if evict is not None:
         phases["evict"] = await asyncio.to_thread(evict)
         return phases
@@ -315,6 +316,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         "tier_hits": tier_hit_rates(before, after) if before and after else None,
         "phases": phases, "notes": notes, "slo": [str(limit) for limit in spec.slo or []],
         "logprobs": {r.index: r.token_logprobs for r in records if r.token_logprobs},
+        "texts": {r.index: r.text for r in records if r.token_logprobs},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return result
 

@@ -34,6 +34,7 @@ class RequestRecord:
     queued: float = 0.0               # open loop with a cap: time waiting for a free slot before sending
     index: int = -1                   # which prompt (completion workloads)
     token_logprobs: list[float] | None = None   # when the workload asks for logprobs
+    text: str | None = None                      # the output text, kept with the logprobs (to compare outputs)
 
     @property
     def tpot(self) -> float | None:

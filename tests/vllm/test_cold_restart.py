@@ -24,11 +24,12 @@ def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(servi
     for ours in ("fxctl", "fxctl-in-process"):
         assert rows[ours]["kv_from_connector"] == 1.0, ours
         assert rows[ours]["kv_tokens_from_connector"] == 2 * (2048 - 1), ours  # all but each prompt's last
-        # ... and the outputs after the restart are, bit for bit, what the deployment computed from scratch
-        assert rows[ours]["logprobs_equal_recompute"] is True, ours
+        # ... and the outputs after the restart are what the deployment computed from scratch: the same text,
+        # logprobs within LOGPROB_TOLERANCE (identical bits on AVX-512 CPUs; see fxctl.loadgen.cold_restart)
+        assert rows[ours]["outputs_match_recompute"] is True, (ours, rows[ours]["logprobs_max_diff_vs_fill"])
     # the same restart leaves LMCache's LocalDiskBackend with nothing (shown, not assumed)
     assert rows["lmcache-disk"]["kv_from_connector"] == 0.0
-    assert rows["lmcache-disk"]["logprobs_equal_recompute"] is True
+    assert rows["lmcache-disk"]["outputs_match_recompute"] is True
     # before the restart LMCache's disk tier did hold the prompts: its files are there
     fill = result["repeats"][0]["results"]["lmcache-disk"]["phases"]["fill"]
     assert fill["completed"] == 2
