@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
-from tabulate import tabulate
 
 FORMATS = ("table", "json", "yaml")
 
@@ -38,11 +36,15 @@ def dumps(data: Any, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(plain, indent=2, sort_keys=False)
     if fmt == "yaml":
+        import yaml  # here, not at import: `fxctl --version` loads neither yaml nor tabulate
+
         return yaml.safe_dump(plain, sort_keys=False).rstrip("\n")
     raise ValueError(f"not a structured format: {fmt}")
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> str:
+    from tabulate import tabulate
+
     return tabulate(list(rows), headers=list(headers), tablefmt="simple", disable_numparse=True)
 
 

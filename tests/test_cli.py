@@ -16,7 +16,8 @@ from tests.support.cli import run_main
 
 
 def all_commands(group: click.Group, prefix=()):
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):          # the top level loads its commands lazily
+        command = group.get_command(None, name)
         yield prefix + (name,), command
         if isinstance(command, click.Group):
             yield from all_commands(command, prefix + (name,))

@@ -15,14 +15,43 @@ from fxctl.errors import ExitCode, FxError
 from fxctl.output import FORMATS
 from fxctl.remote.progress import show_progress
 
-# (module under fxctl.cli, attribute): each is a click command or group
-COMMAND_MODULES = (
-    "inventory_cmd", "lab_cmd", "provision_cmd", "net_cmd", "serve_cmd",
-    "sim_cmd", "bench_cmd", "tune_cmd", "run_cmd", "profiles_cmd",
-)
+# name -> (module under fxctl.cli whose `command` it is, its one-line summary for `fxctl --help`). A command's
+# module is imported only when that command runs or completes: `fxctl --version` and `--help` import none
+# of them (start-up, issue 27 #6). tests/test_cli_startup.py checks each summary is its command's own.
+COMMANDS = {
+    "inventory": ("inventory_cmd", "Check and show the inventory; trust host keys; test SSH to hosts."),
+    "lab": ("lab_cmd", "Run a QEMU test lab with NVMe-oF, Soft-RoCE, md RAID and XFS."),
+    "provision": ("provision_cmd", "Provision NVMe-oF RAID0 arrays: export drives from targets (kernel nvmet, "
+                                   "RDMA or TCP),..."),
+    "net": ("net_cmd", "Configure and verify RoCEv2 lossless networking (PFC, DSCP, ECN, MTU, RDMA-CM, "
+                       "Soft-RoCE)."),
+    "serve": ("serve_cmd", "Launch vLLM + LMCache with fxctl's KV tier backend (or, with --engine sim, fxctl's..."),
+    "sim": ("sim_cmd", "Serving emulator with a calibrated GPU cost model (no GPU needed)."),
+    "bench": ("bench_cmd", "Benchmarks: the KV tier (tier) and the serving load generator (serve)."),
+    "tune": ("tune_cmd", "Find the best operating point under a latency SLO, by measurement."),
+    "run": ("run_cmd", "Run a playbook of gated stages: each stage is an fxctl command (provision, net..."),
+    "profiles": ("profiles_cmd", "Profiles that ship with fxctl: platform, model and serving layout, every "
+                                 "cost-model..."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """The top-level group: its commands are imported on first use (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(f"fxctl.cli.{COMMANDS[name][0]}").command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_module, summary) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("-i", "--inventory", "inventory_path", type=click.Path(dir_okay=False),
               envvar="FXCTL_INVENTORY", show_envvar=True, help="Inventory YAML file.")
 @click.option("-o", "--output", "output_format", type=click.Choice(FORMATS), default="table",
@@ -47,11 +76,6 @@ def cli(ctx: click.Context, inventory_path, output_format, verbose, show_traceba
                   verbose=verbose, show_traceback=show_traceback)
     # hosts answering a fan-out show on stderr (in place on a terminal); stdout stays the command's output
     ctx.with_resource(show_progress())
-
-
-for _name in COMMAND_MODULES:
-    _module = importlib.import_module(f"fxctl.cli.{_name}")
-    cli.add_command(_module.command)
 
 
 def main(argv: list[str] | None = None) -> None:

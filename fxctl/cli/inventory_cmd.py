@@ -8,7 +8,6 @@ import click
 
 from fxctl.errors import BadInput, ExitCode
 from fxctl.output import emit
-from fxctl.remote import inventory_ops
 
 
 @click.group(name="inventory")
@@ -26,7 +25,9 @@ def _path(app) -> Path:
 @click.pass_obj
 def check(app):
     """Validate the inventory and run nothing: every problem with file, line and key (exit 2)."""
-    result = inventory_ops.check(_path(app))
+    from fxctl.inventory import summary
+
+    result = summary(_path(app))
     lines = [str(p) for p in result["problems"]]
     text = (f"{result['file']}: valid ({result['hosts']} hosts, {result['arrays']} arrays)" if result["valid"]
             else f"{result['file']}: {len(lines)} problem(s)\n" + "\n".join(f"  {line}" for line in lines))
@@ -58,6 +59,8 @@ def trust(app, hosts, yes):
 
     Trusting a key is an explicit choice: fxctl never adds one on its own.
     """
+    from fxctl.remote import inventory_ops  # the SSH stack: imported by the commands that connect
+
     inventory = app.inventory()
     for host in inventory.select(list(hosts) or None):
         offer = inventory_ops.offered_key(host)
@@ -80,6 +83,8 @@ def trust(app, hosts, yes):
 @click.pass_obj
 def ping(app, hosts):
     """Connect to each host (verifying its key) and run `true`: reachability per host."""
+    from fxctl.remote import inventory_ops
+
     inventory = app.inventory()
     outcomes = inventory_ops.ping(inventory.select(list(hosts) or None))
     rows = [[o.host, "ok" if o.ok else "failed", f"{o.duration_s:.2f}s", o.error or ""] for o in outcomes]

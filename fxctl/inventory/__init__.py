@@ -12,7 +12,8 @@ from fxctl.inventory.problems import problems_of
 from fxctl.inventory.references import check_references
 from fxctl.inventory.source import Document, Problem, SyntaxProblem, load_yaml_file, parse_yaml
 
-__all__ = ["Inventory", "Problem", "InventoryInvalid", "load_inventory", "validate_document", "check_file"]
+__all__ = ["Inventory", "Problem", "InventoryInvalid", "load_inventory", "validate_document", "check_file",
+           "summary"]
 
 
 class InventoryInvalid(BadInput):
@@ -44,6 +45,15 @@ def check_file(path: Path) -> tuple[Document | None, list[Problem]]:
     except SyntaxProblem as exc:
         return None, [exc.problem]
     return doc, validate_document(doc)
+
+
+def summary(path: Path) -> dict:
+    """`fxctl inventory check`: valid or not, every problem, and what the file declares."""
+    doc, problems = check_file(path)
+    valid = not problems and doc is not None
+    inventory = build_inventory(path, doc.data) if valid else None
+    return {"file": str(path), "valid": valid, "problems": list(problems),
+            "hosts": len(inventory.hosts) if inventory else 0, "arrays": len(inventory.arrays) if inventory else 0}
 
 
 def load_inventory(path: Path) -> Inventory:

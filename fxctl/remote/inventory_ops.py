@@ -9,19 +9,10 @@ from pathlib import Path
 import paramiko
 
 from fxctl.errors import RemoteError
-from fxctl.inventory import check_file
-from fxctl.inventory.model import Host, build_inventory
+from fxctl.inventory.model import Host
 from fxctl.remote.command import sh
 from fxctl.remote.hostkeys import add_known_host, default_known_hosts, fetch_host_key, fingerprint, known_hosts_name
 from fxctl.remote.pool import HostOutcome, run_on_hosts
-
-
-def check(path: Path) -> dict:
-    doc, problems = check_file(path)
-    valid = not problems and doc is not None
-    inventory = build_inventory(path, doc.data) if valid else None
-    return {"file": str(path), "valid": valid, "problems": [p for p in problems],
-            "hosts": len(inventory.hosts) if inventory else 0, "arrays": len(inventory.arrays) if inventory else 0}
 
 
 @dataclass
