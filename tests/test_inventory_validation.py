@@ -121,7 +121,8 @@ CASES = [
                            ("2K", "'2K'"))],
     ("unknown serve key", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instance: 2\n",
      "inv.yaml:7: serve.instance: unknown key; allowed here: hosts, profile, engine, model, tensor_parallel, "
-     "pipeline_parallel, instances, port, max_num_seqs, l1_size, l2_size, l2_dir, python, router"),
+     "pipeline_parallel, instances, port, max_num_seqs, max_model_len, max_num_batched_tokens, "
+     "gpu_memory_utilization, block_size, kv_cache_dtype, l1_size, l2_size, l2_dir, python, state_dir, router"),
     ("empty drives", GOOD_HOSTS + ARRAY.replace("[{serial: SN1}, {serial: SN2}]", "[]"),
      "inv.yaml:10: arrays[0].drives: needs at least 1 item(s)"),
     ("role listed twice", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [target, target]}\n",
@@ -138,6 +139,15 @@ CASES = [
      "'tag:yaml.org,2002:python/name:os.system'"),
     ("size by its Python name", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  l1_bytes: 5\n",
      "inv.yaml:7: serve.l1_bytes: unknown key; write l1_size (a size such as 64G)"),
+    ("gpu memory as a percentage", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  gpu_memory_utilization: 90\n",
+     "inv.yaml:7: serve.gpu_memory_utilization: must be a fraction in (0, 1], got 90"),
+    ("gpu memory as a boolean", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  gpu_memory_utilization: true\n",
+     "inv.yaml:7: serve.gpu_memory_utilization: must be a fraction in (0, 1], got True"),
+    ("a KV dtype with a space", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  kv_cache_dtype: 'fp8 --x'\n",
+     "inv.yaml:7: serve.kv_cache_dtype: 'fp8 --x' must be a name of vLLM's --kv-cache-dtype, such as auto or fp8 "
+     "(vLLM's own parser checks it)"),
+    ("a block size of zero", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  block_size: 0\n",
+     "inv.yaml:7: serve.block_size: must be between 1 and 1024, got 0"),
 ]
 
 

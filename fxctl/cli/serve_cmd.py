@@ -70,8 +70,9 @@ def start_options(func):
                      help="KV below vLLM: fxctl's tier (default), LMCache's own disk tier (a comparison "
                      "anchor) or none (recompute)."),
         click.option("--lmcache-mode", type=click.Choice(["mp", "in-process"]), default=None,
-                     help="LMCache's multi-process server (default on GPU hosts) or the deprecated in-process "
-                     "plugin (vLLM on CPU always uses it; also to keep serving a warm in-process tier)."),
+                     help="LMCache's multi-process server (the default, on GPU and CPU hosts alike) or its "
+                     "deprecated in-process plugin (where --offload lmcache-disk needs it, or to keep serving a "
+                     "warm in-process tier)."),
         click.option("--model", default=None, help="Model id (default: the profile's)."),
         click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
                      help="Tensor-parallel size per instance."),
@@ -389,10 +390,11 @@ def forward_command(app, host, name, index, local_port):
 
 
 def _register_env_commands() -> None:
-    from fxctl.cli.serve_env_cmd import install_env_command, make_model_command
+    from fxctl.cli.serve_env_cmd import compat_command, install_env_command, make_model_command
 
     command.add_command(install_env_command)
     command.add_command(make_model_command)
+    command.add_command(compat_command)
 
 
 _register_env_commands()

@@ -33,12 +33,12 @@ def install_env_command(app, venv, python):
     from fxctl.paths import serving_env_dir
     from fxctl.serve.cpu_env import ServingEnv, ensure_env
     from fxctl.serve.machine import LocalMachine
-    from fxctl.serve.wheel import REPO
+    from fxctl.serve.wheel import build_wheel, checkout
 
     if venv is not None and not venv.startswith("/"):
         raise BadInput(f"--venv {venv!r}: an absolute path", "e.g. --venv /opt/fxctl-serving")
     env = ServingEnv(venv=venv or str(serving_env_dir()), python=python or sys.executable,
-                     fxctl_source=str(REPO) if (REPO / "pyproject.toml").exists() else "")
+                     fxctl_source=str(checkout() or build_wheel()))   # this fxctl, from a clone or a wheel
     click.echo(f"serving env {env.venv}: {', '.join(env.packages)} (a few minutes the first time)", err=True)
     done = ensure_env(LocalMachine(), env)
     emit(done, app.output_format if app else "table",
@@ -64,7 +64,7 @@ def make_model_command(app, directory, python, **sizes):
 
     from fxctl.paths import tiny_model_dir
     from fxctl.serve.tiny_model import TinyModelSpec
-    from fxctl.serve.wheel import REPO
+    from fxctl.serve.wheel import checkout
 
     out = directory or str(tiny_model_dir())
     argv = [serving_python(python), "-m", "fxctl.serve.tiny_model", out]
@@ -78,7 +78,9 @@ def make_model_command(app, directory, python, **sizes):
     except ValueError as exc:
         raise BadInput(f"model sizes: {exc}", "see fxctl serve make-model --help") from None
     click.echo(f"making {out} ({asdict(spec)}) ...", err=True)
-    done = subprocess.run(argv, capture_output=True, text=True, env={**_env(), "PYTHONPATH": str(REPO)})
+    source = checkout()   # a clone runs its own fxctl there; an installed one is in the env (install-env)
+    done = subprocess.run(argv, capture_output=True, text=True,
+                          env={**_env(), **({"PYTHONPATH": str(source)} if source else {})})
     if done.returncode != 0:
         raise FxError(f"making the model failed (exit {done.returncode}): {done.stderr.strip()[-600:]}",
                       "check the serving env (fxctl serve install-env)")
@@ -92,3 +94,17 @@ def _env() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+@click.command("compat", help="""The versions fxctl is tested with (per kind of host) and the combinations
+known not to work. Pre-flight judges each serving env by this table: the tested versions pass, others warn,
+known-bad combinations are refused with the reason shown here.""")
+@click.pass_obj
+def compat_command(app):
+    from fxctl.serve.compat import KNOWN_BAD, TESTED, table_rows
+
+    data = {"tested": [{"hosts": t.hosts, "versions": t.versions, "status": t.status, "evidence": t.evidence}
+                       for t in TESTED],
+            "known_bad": [{"name": r.name, "reason": r.reason, "fix": r.fix} for r in KNOWN_BAD]}
+    emit(data, app.output_format if app else "table", rows=table_rows(),
+         headers=["hosts", "versions", "status", "why"])

@@ -16,7 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from fxctl.inventory import validators as v
 
-__all__ = ["shape", "checked", "between", "one_of", "unique", "items", "size", "Bool", "Str"]
+__all__ = ["shape", "checked", "between", "fraction", "one_of", "unique", "items", "size", "Bool", "Str"]
 
 Bool = StrictBool
 Str = StrictStr
@@ -49,6 +49,17 @@ def between(low: int, high: int) -> Any:
             raise refuse(f"must be between {low} and {high}, got {value}")
         return value
     return Annotated[StrictInt, AfterValidator(check)]
+
+
+def fraction() -> Any:
+    """A number in (0, 1], such as 0.9 (true and false are not numbers here)."""
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise refuse(f"must be a fraction in (0, 1], got {value!r}")
+        if not 0 < value <= 1:
+            raise refuse(f"must be a fraction in (0, 1], got {value}")
+        return value
+    return Annotated[Any, AfterValidator(check)]
 
 
 def one_of(*choices: Any) -> Any:

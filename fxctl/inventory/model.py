@@ -15,9 +15,10 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator, model
 
 from fxctl.errors import BadInput
 from fxctl.inventory import validators as v
-from fxctl.inventory.fields import Bool, Str, between, checked, items, one_of, refuse, shape, size, unique
+from fxctl.inventory.fields import Bool, Str, between, checked, fraction, items, one_of, refuse, shape, size, unique
 from fxctl.serve.router_settings import MODES as ROUTER_MODES
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
+from fxctl.serve.vllm_flags import BLOCK_SIZE_RANGE
 
 ROLES = ("target", "initiator", "server", "client")
 Name = checked(v.name)
@@ -104,10 +105,10 @@ class Raid:
 
 @shape
 class Filesystem:
-    mount: checked(v.mount_point)
+    mount: checked(v.array_mount)        # not over a directory the system lives in (/usr, /var, ...)
     type: one_of("xfs") = "xfs"
-    label: Name | None = None            # the array's name (12 characters at most) when not given
-    options: unique(checked(v.mount_option)) = ("noatime", "logbsize=256k", "largeio", "swalloc")
+    label: checked(v.xfs_label) | None = None   # the array's name (its first 12 characters) when not given
+    options: unique(checked(v.xfs_mount_option)) = ("noatime", "logbsize=256k", "largeio", "swalloc")
 
 
 @shape
@@ -205,10 +206,16 @@ class ServeSpec:
     instances: between(1, 64) | None = None
     port: Port | None = None
     max_num_seqs: between(1, 4096) | None = None
+    max_model_len: between(16, 1 << 24) | None = None          # vLLM's flags of these (fxctl.serve.vllm_flags)
+    max_num_batched_tokens: between(1, 1 << 24) | None = None
+    gpu_memory_utilization: fraction() | None = None
+    block_size: between(*BLOCK_SIZE_RANGE) | None = None
+    kv_cache_dtype: checked(v.kv_cache_dtype) | None = None
     l1_bytes: size() | None = Field(None, validation_alias="l1_size")
     l2_bytes: size() | None = Field(None, validation_alias="l2_size")
     l2_dir: checked(v.mount_point) | None = None
     python: Str | None = None            # python interpreter of the serving environment
+    state_dir: checked(v.mount_point) | None = None   # configs, logs and state on the hosts (/var/lib/fxctl/serve)
     router: RouterSpec | None = None
 
     @model_validator(mode="before")

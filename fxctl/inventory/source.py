@@ -94,6 +94,7 @@ MAX_VALUES = 100_000  # keys, items and scalars after aliases are expanded; a re
 
 
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _Walk:
@@ -129,17 +130,44 @@ class _Walk:
         finally:
             self.inside.discard(id(node))
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict:
-        out: dict[Any, Any] = {}
+    def _mapping(self, node: yaml.MappingNode, path: Path_, out: dict | None = None) -> dict:
+        """A mapping's keys; merge keys (`<<: *base`, `<<: [*a, *b]`) as PyYAML reads them: the mapping's
+        own keys win over merged ones, an earlier merged mapping over a later one. A merged key keeps the
+        line where it is written (in the anchored mapping). `out` given: merging into it (own keys first)."""
+        merging = out is not None
+        out = {} if out is None else out
+        merged: list[yaml.MappingNode] = []
         for key_node, value_node in node.value:
+            if key_node.tag == MERGE_TAG:
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for source in sources:
+                    if not isinstance(source, yaml.MappingNode):
+                        raise SyntaxProblem(Problem(self.doc.file, source.start_mark.line + 1, key_name(path),
+                                                    "invalid YAML: a merge key (<<) takes a mapping or a list "
+                                                    "of mappings"))
+                    merged.append(source)
+                continue
             key = self.value(key_node, path)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 key = str(key)
             child = path + (key,)
-            if key in out:
-                self.doc.duplicates.append((child, key_node.start_mark.line + 1))
-            self.doc.lines[child] = key_node.start_mark.line + 1
+            if merging:
+                if key in out:       # already set by the merging mapping or an earlier merged one
+                    continue
+                self.doc.lines.setdefault(child, key_node.start_mark.line + 1)
+            else:
+                if key in out:
+                    self.doc.duplicates.append((child, key_node.start_mark.line + 1))
+                self.doc.lines[child] = key_node.start_mark.line + 1
             out[key] = self.value(value_node, child)
+        for source in merged:
+            if id(source) in self.inside:
+                raise self._refuse(path, "a YAML alias refers to a value that contains it (a cycle)")
+            self.inside.add(id(source))
+            try:
+                self._mapping(source, path, out)
+            finally:
+                self.inside.discard(id(source))
         return out
 
     def _sequence(self, node: yaml.SequenceNode, path: Path_) -> list:

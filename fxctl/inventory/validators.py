@@ -122,10 +122,75 @@ def mount_point(value: Any) -> str | None:
     return "must be an absolute path other than / (letters, digits and ._-), such as /mnt/kvtier"
 
 
+# Mounting the array over one of these would hide what the system lives in (a mount covers the directory):
+# whole trees the OS and its packages own, and top-level folders it needs as they are.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                "/sys", "/usr")
+SYSTEM_DIRS = ("/home", "/root", "/tmp", "/var", "/var/lib", "/var/log", "/var/cache", "/var/tmp", "/var/spool",
+               "/var/run", "/var/lib/dpkg", "/var/lib/systemd", "/opt", "/srv", "/mnt", "/media")
+
+
+def array_mount(value: Any) -> str | None:
+    """Where an array's XFS is mounted: a mount point, and not over a directory the system lives in."""
+    if reason := mount_point(value):
+        return reason
+    if value in SYSTEM_DIRS or any(value == tree or value.startswith(tree + "/") for tree in SYSTEM_TREES):
+        return ("would cover a directory the system lives in (mounting hides what is there); use a folder "
+                "of its own such as /mnt/kvtier")
+    return None
+
+
 def mount_option(value: Any) -> str | None:
     if isinstance(value, str) and MOUNT_OPTION_RE.fullmatch(value):
         return None
     return "must be a mount option such as noatime or logbsize=256k"
+
+
+# XFS's mount options (Documentation/admin-guide/xfs.rst) and the generic ones fstab lines carry; the values
+# XFS accepts for the sized ones (a value outside them makes `mount` fail after the array was built)
+XFS_FLAGS = {"attr2", "noattr2", "discard", "nodiscard", "grpid", "bsdgroups", "nogrpid", "sysvgroups",
+             "inode32", "inode64", "largeio", "nolargeio", "noalign", "norecovery", "nouuid", "noquota", "uquota",
+             "usrquota", "uqnoenforce", "quota", "gquota", "grpquota", "gqnoenforce", "pquota", "prjquota",
+             "pqnoenforce", "swalloc", "wsync", "ikeep", "noikeep", "filestreams", "dax",
+             "noatime", "atime", "relatime", "norelatime", "strictatime", "nodiratime", "lazytime", "nolazytime",
+             "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "sync", "async", "defaults",
+             "nofail", "_netdev", "noauto", "auto", "user", "nouser"}
+XFS_SIZED = {"logbsize": (16 << 10, 256 << 10), "allocsize": (4 << 10, 1 << 30), "biosize": (4 << 10, 1 << 30)}
+XFS_VALUED = {"logbufs": (2, 8), "sunit": (0, 1 << 30), "swidth": (0, 1 << 30)}
+XFS_NAMED = {"dax": ("always", "never", "inode"), "logdev": None, "rtdev": None, "context": None,
+             "fscontext": None, "defcontext": None, "rootcontext": None}
+
+
+def xfs_mount_option(value: Any) -> str | None:
+    """A mount option XFS (or fstab) knows, with a value XFS accepts."""
+    if reason := mount_option(value):
+        return reason
+    name, _, arg = value.partition("=")
+    if name.startswith("x-"):        # x-systemd.*, x-mount.*: read by systemd and mount, not by XFS
+        return None
+    if not arg:
+        return None if name in XFS_FLAGS else "is not an XFS mount option (see `man 5 xfs`)"
+    if name in XFS_SIZED:
+        low, high = XFS_SIZED[name]
+        size_ = parse_size(arg)
+        if size_ is None or size_ & (size_ - 1) or not low <= size_ <= high:
+            return f"{name} must be a power of two from {low >> 10}k to {high >> 10}k, such as 256k"
+        return None
+    if name in XFS_VALUED:
+        low, high = XFS_VALUED[name]
+        if not arg.isdigit() or not low <= int(arg) <= high:
+            return f"{name} must be an integer from {low} to {high}"
+        return None
+    if name in XFS_NAMED:
+        allowed = XFS_NAMED[name]
+        return None if allowed is None or arg in allowed else f"{name} must be one of {', '.join(allowed)}"
+    return "is not an XFS mount option with a value (see `man 5 xfs`)"
+
+
+def xfs_label(value: Any) -> str | None:
+    if reason := name(value):
+        return reason
+    return None if len(value) <= 12 else "is longer than 12 characters, the most an XFS label holds (mkfs.xfs -L)"
 
 
 def model(value: Any) -> str | None:
@@ -134,6 +199,14 @@ def model(value: Any) -> str | None:
         return None
     return ("must be a model name such as Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 or the absolute path of a model "
             "folder on the hosts")
+
+
+def kv_cache_dtype(value: Any) -> str | None:
+    from fxctl.serve.vllm_flags import KV_CACHE_DTYPE_RE
+
+    if isinstance(value, str) and re.fullmatch(KV_CACHE_DTYPE_RE, value):
+        return None
+    return "must be a name of vLLM's --kv-cache-dtype, such as auto or fp8 (vLLM's own parser checks it)"
 
 
 def host_key(value: Any) -> str | None:

@@ -79,7 +79,8 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
                 raise PreflightFailed(outcome, failed)
             effective = with_site_dir(settings, checked.site_dir)
         elif where.local:
-            effective = with_site_dir(settings, str(wheel.REPO))
+            source = wheel.checkout()
+            effective = with_site_dir(settings, str(source) if source else None)
         if not where.local and effective.engine == "sim" and "/" in effective.profile:
             effective = ship_profile(machine, effective)   # a profile file of the user's: the wheel has the rest
         started: list[tuple[InstancePlan, str]] = []

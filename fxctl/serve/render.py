@@ -22,6 +22,7 @@ from fxctl.serve.lmcache_mode import (
     server_environment,
 )
 from fxctl.serve.settings import ServeSettings, validate
+from fxctl.serve.vllm_flags import flag_argv
 from fxctl.units import GB, GIB
 
 KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
@@ -119,12 +120,9 @@ def engine_argv(settings: ServeSettings, port: int, l2_path: str) -> tuple[str, 
     else:
         vllm = "vllm" if "/" not in settings.python else settings.python.rsplit("/", 1)[0] + "/vllm"
         argv = (vllm, "serve", settings.model)
-    argv += ("--port", str(port), "--tensor-parallel-size", str(settings.tensor_parallel),
-             "--max-num-seqs", str(settings.max_num_seqs))
-    if settings.max_model_len:
-        argv += ("--max-model-len", str(settings.max_model_len))
+    argv += ("--port", str(port), *flag_argv(settings))   # every set serving setting (serve.vllm_flags)
     if settings.pipeline_parallel > 1:   # stages on the Ray cluster's nodes (fxctl.serve.ray_cluster)
-        argv += ("--pipeline-parallel-size", str(settings.pipeline_parallel), "--distributed-executor-backend", "ray")
+        argv += ("--distributed-executor-backend", "ray")
     mode = lmcache_mode(settings)
     if mode == "mp":
         argv += ("--kv-transfer-config", mp_kv_transfer_config(settings))

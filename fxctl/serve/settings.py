@@ -18,6 +18,7 @@ from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.serve.lmcache_mode import MODES
 from fxctl.serve.router_settings import RouterSettings
 from fxctl.serve.router_settings import resolve as resolve_router
+from fxctl.serve.vllm_flags import BLOCK_SIZE_RANGE, KV_CACHE_DTYPE_RE, VLLM_FLAGS
 from fxctl.units import GB
 
 ENGINES = ("vllm", "sim")
@@ -50,7 +51,12 @@ class ServeSettings:
     python: str = "python3"
     device: str = "cuda"                # cuda | rocm | ascend | cpu | none (see DEVICES)
     offload: str = "fxctl"              # fxctl | lmcache-disk | none (see OFFLOADS)
-    max_model_len: int | None = None    # passed to vLLM when set (always on CPU hosts)
+    max_model_len: int | None = None    # the vLLM settings below reach its argv when set (serve.vllm_flags);
+    max_num_batched_tokens: int | None = None  # max_model_len is required on CPU hosts
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    num_gpu_blocks: int | None = None
     cpu_kv_cache_gb: float | None = None  # CPU hosts: vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE)
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
@@ -104,6 +110,7 @@ def validate(settings: ServeSettings) -> ServeSettings:
         if not settings.cpu_kv_cache_gb or not 0 < settings.cpu_kv_cache_gb <= 4096:
             problems.append(f"cpu_kv_cache_gb {settings.cpu_kv_cache_gb!r}: vLLM on CPU needs it, > 0 "
                             "(the profile's serving.cpu_kv_cache_gb)")
+    problems += vllm_setting_problems(settings)
     if not (MODEL_RE.fullmatch(settings.profile) or PATH_RE.fullmatch(settings.profile)) or ".." in settings.profile:
         problems.append(f"profile {settings.profile!r}: a name in profiles/ or an absolute YAML path")
     model = settings.model or ""
@@ -140,13 +147,42 @@ def validate(settings: ServeSettings) -> ServeSettings:
     return settings
 
 
+def vllm_setting_problems(settings: ServeSettings) -> list[str]:
+    """The optional vLLM settings (serve.vllm_flags), each within what vLLM's parser and engine accept."""
+    problems = []
+    for label, low, high in (("max_model_len", 16, 1 << 24), ("max_num_batched_tokens", 1, 1 << 24),
+                             ("block_size", *BLOCK_SIZE_RANGE), ("num_gpu_blocks", 1, 1 << 30)):
+        value = getattr(settings, label)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
+            problems.append(f"{label} {value!r}: an integer from {low} to {high}")
+    util = settings.gpu_memory_utilization
+    if util is not None and (isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1):
+        problems.append(f"gpu_memory_utilization {util!r}: a fraction in (0, 1]")
+    dtype = settings.kv_cache_dtype
+    if dtype is not None and not (isinstance(dtype, str) and re.fullmatch(KV_CACHE_DTYPE_RE, dtype)):
+        problems.append(f"kv_cache_dtype {dtype!r}: a name of vLLM's --kv-cache-dtype, such as auto or fp8")
+    return problems
+
+
+def vllm_settings_of(loaded, spec: dict, given: dict) -> dict:
+    """The table's optional vLLM settings: the profile's value, then the inventory's, then the option's."""
+    found = {}
+    for entry in VLLM_FLAGS:
+        if entry.setting in ("tensor_parallel", "max_num_seqs"):   # required settings, resolved with the layout
+            continue
+        section, key = entry.profile_key.split(".", 1)
+        found[entry.setting] = given.get(entry.setting, spec.get(entry.setting, loaded.get(section, key)))
+    return found
+
+
 def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     """Resolve settings: the loaded profile, then what the inventory's serve section set, then non-None
     `overrides` (each layer wins over the one before only where it set a value).
 
     overrides: name, engine, model, tensor_parallel, pipeline_parallel, instances, port, max_num_seqs, l1_bytes
     (per host), l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
-    lmcache_mode, router_mode, router_policy, router_port (the inventory's serve.router: policy, port, host).
+    lmcache_mode, router_mode, router_policy, router_port (the inventory's serve.router: policy, port, host),
+    and vLLM's optional settings of serve.vllm_flags (max_model_len, max_num_batched_tokens, ...).
     """
     spec = serve_spec.set_fields() if serve_spec is not None else {}
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -172,7 +208,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         l1_bytes_per_instance=l1, l2_bytes_per_instance=l2, l2_dir=l2_dir.rstrip("/") or "/",
         python=pick("python", "python3"), device=device, offload=given.get("offload", "fxctl"),
         lmcache_mode=given.get("lmcache_mode"),
-        max_model_len=loaded.get("model", "max_model_len") if device == "cpu" else None,
+        **vllm_settings_of(loaded, spec, given),
         cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
         chunk_size=loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS),
         l2_admission=loaded.get("tiers", "l2_admission", DEFAULT_ADMISSION),

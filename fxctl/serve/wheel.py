@@ -1,24 +1,43 @@
 """fxctl's own wheel (and, for hosts without network or pip, its dependencies) for the serving hosts.
 
-The tier backend ships with the toolkit, so the serving python env must hold the same fxctl as this
-checkout. Freshness is a hash of the package's source files, computed the same way here and on the host
+The tier backend ships with the toolkit, so the serving python env must hold the same fxctl as the one
+running here. Freshness is a hash of the package's source files, computed the same way here and on the host
 (SOURCE_HASH runs there with the host's python), so a stale install is found whatever its version says.
+
+fxctl ships itself from wherever it runs: from a checkout (or an editable install of one) `pip wheel` builds
+the wheel from the source tree; from an installed wheel (site-packages, no pyproject.toml) the wheel is
+packed again from the installed files and the distribution's own metadata (METADATA, entry points),
+with a fresh RECORD. Either way the wheel holds exactly the package that is running.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from fxctl.errors import FxError
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "fxctl"
+PACKAGE = Path(__file__).resolve().parents[1]   # the fxctl package that is running
+IMPORT_ROOT = PACKAGE.parent                      # where it imports from: a checkout, or site-packages
 SUFFIXES = (".py",)
+# files pip writes at install time: not part of the wheel packed from an installed fxctl
+INSTALL_TIME_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def checkout() -> Path | None:
+    """The source tree fxctl runs from (a clone, or an editable install of one); None for an installed wheel."""
+    pyproject = IMPORT_ROOT / "pyproject.toml"
+    if pyproject.is_file() and re.search(r'(?m)^name\s*=\s*"fxctl"', pyproject.read_text()):
+        return IMPORT_ROOT
+    return None
 
 # Runs on the host: import the modules named in argv[1:], print fxctl's source hash and the versions.
 SOURCE_HASH = r"""
@@ -87,7 +106,6 @@ def wheel_source_hash(wheel_path: Path) -> str:
 
 
 def _walk(root: Path):
-    import os
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(s for s in subdirs if s != "__pycache__")
         yield directory, subdirs, files
@@ -101,8 +119,6 @@ def cache_dir() -> Path:
 
 def build_key() -> str:
     """Every file the wheel carries (sources and the shipped profiles and playbooks, links followed)."""
-    import os
-
     h = hashlib.sha256()
     for directory, subdirs, files in sorted(os.walk(PACKAGE, followlinks=True)):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
@@ -113,25 +129,89 @@ def build_key() -> str:
 
 
 def build_wheel() -> Path:
-    """`pip wheel --no-deps` of this checkout into a folder named by the source hash (built once)."""
+    """fxctl's wheel, built once per content (a folder named by build_key): from the checkout with
+    `pip wheel --no-deps`, or packed from the installed distribution."""
     out = cache_dir() / "wheels" / build_key()[:16]
     found = sorted(out.glob("fxctl-*.whl"))
     if found:
         return found[0]
     out.mkdir(parents=True, exist_ok=True)
+    source = checkout()
+    return pip_wheel(source, out) if source else pack_installed(out)
+
+
+def pip_wheel(repo: Path, out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:  # a clean copy: no stale build/ in the checkout leaks in
         source = Path(tmp) / "src"
         shutil.copytree(PACKAGE, source / "fxctl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         for name in ("pyproject.toml", "README.md", "LICENSE"):
-            if (REPO / name).exists():
-                shutil.copy(REPO / name, source / name)
+            if (repo / name).exists():
+                shutil.copy(repo / name, source / name)
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                                "-q", "-w", str(out), str(source)], capture_output=True, text=True)
     found = sorted(out.glob("fxctl-*.whl"))
     if done.returncode != 0 or not found:
-        raise FxError(f"pip wheel of {REPO} failed: {(done.stderr or done.stdout).strip()[-500:]}",
+        raise FxError(f"pip wheel of {repo} failed: {(done.stderr or done.stdout).strip()[-500:]}",
                       "run `pip wheel --no-deps .` in the repository to see why")
     return found[0]
+
+
+def installed_distribution():
+    """The installed fxctl distribution whose files are the running package (FxError otherwise)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("fxctl")
+    except PackageNotFoundError:
+        dist = None
+    if dist is None or Path(dist.locate_file("fxctl/__init__.py")).resolve() != PACKAGE / "__init__.py":
+        raise FxError(f"fxctl at {PACKAGE} is neither a checkout nor an installed distribution: its wheel "
+                      "cannot be built", "install fxctl with pip (a wheel or an index), or run it from a clone")
+    return dist
+
+
+def _record_line(name: str, content: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(content)}"
+
+
+def pack_installed(out: Path) -> Path:
+    """A wheel of the installed fxctl: its package files as installed, its dist-info from the distribution
+    (install-time files left out), a RECORD written for them. Pure Python, so the tag is py3-none-any."""
+    dist = installed_distribution()
+    version = dist.version
+    info = f"fxctl-{version}.dist-info"
+    entries: list[tuple[str, bytes]] = []
+    for directory, _subdirs, files in _walk(PACKAGE):
+        for name in sorted(files):
+            if not name.endswith(".pyc"):
+                path = Path(directory) / name
+                entries.append((f"fxctl/{path.relative_to(PACKAGE).as_posix()}", path.read_bytes()))
+    for file in dist.files or []:
+        if file.parts[0].endswith(".dist-info") and file.name not in INSTALL_TIME_FILES and \
+                "__pycache__" not in file.parts:
+            entries.append((f"{info}/{'/'.join(file.parts[1:])}", Path(dist.locate_file(file)).read_bytes()))
+    if not any(name == f"{info}/METADATA" for name, _ in entries):
+        raise FxError(f"the installed fxctl {version} has no METADATA", "reinstall fxctl with pip")
+    record = [_record_line(name, content) for name, content in entries] + [f"{info}/RECORD,,"]
+    target = out / f"fxctl-{version}-py3-none-any.whl"
+    partial = target.with_suffix(".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, content in entries:
+            zf.writestr(name, content)
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    os.replace(partial, target)
+    return target
+
+
+def dependency_key() -> str:
+    """What fxctl depends on: the checkout's pyproject.toml, or the installed distribution's requirements."""
+    source = checkout()
+    if source:
+        text = (source / "pyproject.toml").read_bytes()
+    else:
+        text = "\n".join(installed_distribution().requires or []).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 def dependency_wheels(python_version: str, machine: str, extras: str = "sim") -> list[Path]:
@@ -142,7 +222,7 @@ def dependency_wheels(python_version: str, machine: str, extras: str = "sim") ->
     if machine not in ("x86_64", "aarch64"):
         raise FxError(f"no wheels for machine {machine!r}", "install fxctl's dependencies on the host yourself")
     wheel = build_wheel()
-    deps_key = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]  # the dependency list
+    deps_key = dependency_key()
     out = cache_dir() / f"wheelhouse-cp{python_version.replace('.', '')}-{machine}-{deps_key}"
     marker = out / ".complete"
     if not marker.exists():

@@ -14,10 +14,12 @@ from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
 
 @dataclass
 class Where:
-    """Local (this machine) or these inventory hosts; `router_host`: the inventory's serve.router.host."""
+    """Local (this machine) or these inventory hosts; `router_host`: the inventory's serve.router.host;
+    `state_dir`: the inventory's serve.state_dir (where configs, logs and state go on the hosts)."""
 
     hosts: list[Host] = field(default_factory=list)
     router_host: Host | None = None
+    state_dir: str | None = None
 
     @property
     def local(self) -> bool:
@@ -35,12 +37,12 @@ class Where:
         """Where the deployment's router runs: serve.router.host, else the first serving host (or here)."""
         if self.local:
             return self
-        return Where([self.router_host or self.hosts[0]])
+        return Where([self.router_host or self.hosts[0]], state_dir=self.state_dir)
 
     def with_router(self) -> Where:
         """The serving hosts plus the router's host when it is another one (status, stop and logs look there)."""
         extra = [self.router_host] if self.router_host and self.router_host not in self.hosts else []
-        return Where(self.hosts + extra, self.router_host)
+        return Where(self.hosts + extra, self.router_host, self.state_dir)
 
     def address_of(self, name: str) -> str:
         """How the router reaches a serving host: its inventory address (127.0.0.1 here)."""
@@ -60,14 +62,15 @@ def select(inventory, hosts: tuple[str, ...] | list[str], local: bool) -> Where:
     router = inventory.serve.router.host if inventory.serve and inventory.serve.router else None
     if router and router not in inventory.hosts:
         raise BadInput(f"serve.router.host {router!r} is not an inventory host", f"hosts: {', '.join(inventory.hosts)}")
-    return Where([inventory.hosts[n] for n in names], inventory.hosts[router] if router else None)
+    return Where([inventory.hosts[n] for n in names], inventory.hosts[router] if router else None,
+                 inventory.serve.state_dir if inventory.serve else None)
 
 
 def state_dir_for(where: Where) -> str:
     from fxctl.paths import serve_state_dir
     from fxctl.serve.settings import REMOTE_STATE
 
-    return str(serve_state_dir()) if where.local else REMOTE_STATE
+    return str(serve_state_dir()) if where.local else where.state_dir or REMOTE_STATE
 
 
 def default_l2_dir(inventory, where: Where) -> str | None:

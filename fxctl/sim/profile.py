@@ -116,6 +116,8 @@ class ServingSection:
     # on a CPU host, vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE, GiB)
     device: param(str, choices=("cuda", "rocm", "ascend", "cpu")) = None
     cpu_kv_cache_gb: param(NUM) = None
+    kv_cache_dtype: param(str) = None      # vLLM's --kv-cache-dtype (fxctl.serve.vllm_flags); the model's
+                                           # kv_dtype_bytes is what the cost model uses
     router: RouterSection | None = None
 
 

@@ -60,7 +60,9 @@ def test_480b_tp8_in_process_line_is_the_field_facts_launch():
     line = engines(rendered("mi308x-qwen3-coder-480b-tp8", "vllm", lmcache_mode="in-process"))[0]["command_line"]
     assert line.startswith("LMCACHE_CONFIG_FILE=/var/lib/fxctl/serve/main/0/lmcache.yaml PYTHONHASHSEED=0 ")
     assert line.endswith("/opt/vllm/bin/vllm serve Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 --port 8000 "
-                         "--tensor-parallel-size 8 --max-num-seqs 256 --kv-transfer-config "
+                         "--tensor-parallel-size 8 --max-num-seqs 256 --max-model-len 262144 "
+                         "--max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 --block-size 16 "
+                         "--kv-transfer-config "
                          "'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'")
     words = shlex.split(line)
     assert json.loads(words[-1]) == json.loads(KV_TRANSFER_CONFIG)

@@ -1,0 +1,137 @@
+"""The launch lines fxctl renders, read back by the engines' own parsers (issue 27).
+
+fxctl/data/engine_argv_parse.py runs with the serving env's python and parses each instance's vLLM argv with
+vLLM's parser (and `AsyncEngineArgs.from_cli_args`) and the LMCache server's with LMCache's (and its config
+parsers). `expected_vllm` / `expected_lmcache` say what those must hold for the settings (the table of
+serve.vllm_flags, the ports, the connector, L1/L2 sizes); `mismatches` compares. Pre-flight runs it on each
+host before anything starts: a flag that host's vLLM does not know, or a value it reads differently, fails the
+check with the parser's own message. tests/vllm/test_engine_args.py runs it for every shipped profile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from fxctl import data
+from fxctl.kvtier.lmcache_server import ADAPTER_CLASS, ADAPTER_MODULE
+from fxctl.paths import serve_cache_dir
+from fxctl.remote.command import sh
+from fxctl.serve.lmcache_mode import mp_ports
+from fxctl.serve.render import plan_instances
+from fxctl.serve.vllm_flags import flag_values
+
+PARSE_TIMEOUT_S = 300
+MIB = 1 << 20   # L1 reaches LMCache as GiB with decimals (--l1-size-gb): compared in whole MiB
+
+
+def cases_of(plans) -> list[dict]:
+    """One case per engine instance: its vLLM argv and the host's LMCache server argv (MP mode)."""
+    server = next((p.argv for p in plans if p.role == "lmcache-server"), None)
+    return [{"vllm": list(p.argv), "lmcache": list(server) if server else None}
+            for p in plans if p.role == "engine" and p.engine == "vllm"]
+
+
+def parse_command(python: str, cases: list[dict], site_dir: str | None = None):
+    command = sh(python, "-c", data.text("engine_argv_parse.py"), json.dumps(cases, separators=(",", ":")))
+    return sh("env", f"PYTHONPATH={site_dir}", command) if site_dir else command
+
+
+def parse_output(stdout: str, count: int) -> list[dict]:
+    """The script's last line: one result per case; ValueError when it is not there (the python failed)."""
+    lines = [line for line in stdout.strip().splitlines() if line.startswith("[")]
+    results = json.loads(lines[-1]) if lines else None
+    if not isinstance(results, list) or len(results) != count:
+        raise ValueError("the parse script printed no result")
+    return results
+
+
+def expected_vllm(settings) -> dict:
+    """EngineArgs fields the settings fix, by vLLM's names."""
+    want = {entry.dest: value for entry, value in flag_values(settings)}
+    want["model"] = settings.model
+    return want
+
+
+def expected_lmcache(settings, l2_path: str) -> dict:
+    mp_port = mp_ports(settings)[0]
+    l1 = settings.l1_bytes_per_instance * settings.instances
+    return {"mp.port": mp_port, "mp.chunk_size": settings.chunk_size,
+            "l1 MiB": round(l1 / MIB), "l2 adapter": f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
+            "l2_path": l2_path, "l2_bytes": settings.l2_bytes_per_instance * settings.instances}
+
+
+def mismatches(settings, case: dict, parsed: dict, l2_path: str | None) -> list[str]:
+    """What the engines' parsers read differently from the settings, or their own errors."""
+    problems = []
+    vllm = parsed.get("vllm")
+    if vllm is not None:
+        if "error" in vllm:
+            problems.append(f"vLLM's parser refused the launch line: {vllm['error']}")
+        else:
+            fields = vllm["engine_args"]
+            for dest, value in expected_vllm(settings).items():
+                if fields.get(dest) != value:
+                    problems.append(f"vLLM ({vllm['engine']}) read {dest}={fields.get(dest)!r}, the settings say "
+                                    f"{value!r}")
+    server = parsed.get("lmcache")
+    if server is not None and case.get("lmcache"):
+        if "error" in server:
+            problems.append(f"LMCache's server parser refused its launch line: {server['error']}")
+        else:
+            problems += _lmcache_mismatches(settings, server, l2_path)
+    return problems
+
+
+def _lmcache_mismatches(settings, server: dict, l2_path: str | None) -> list[str]:
+    want = expected_lmcache(settings, l2_path or "")
+    adapters = server["storage"]["l2_adapter_config"]["adapters"]
+    plugin = adapters[0] if len(adapters) == 1 and isinstance(adapters[0], dict) else {}
+    params = plugin.get("adapter_params") or {}
+    got = {"mp.port": server["mp"].get("port"), "mp.chunk_size": server["mp"].get("chunk_size"),
+           "l1 MiB": round(server["storage"]["l1_manager_config"]["memory_config"]["size_in_bytes"] / MIB),
+           "l2 adapter": f"{plugin.get('module_path')}.{plugin.get('class_name')}",
+           "l2_path": params.get("l2_path"), "l2_bytes": params.get("l2_bytes")}
+    return [f"LMCache ({server['engine']}) read {key}={got[key]!r}, the settings say {value!r}"
+            for key, value in want.items() if got[key] != value]
+
+
+def cache_key(host: str, python: str, versions: dict, cases: list[dict]) -> str:
+    """Parsing is a pure function of the engines' versions and the argv: pre-flight keeps a result per key."""
+    text = json.dumps([host, python, sorted(versions.items()), cases], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def check_engine_args(machine, settings, result, versions: dict) -> None:
+    """Pre-flight: the host's vLLM and LMCache parse the launch lines and read the settings' values.
+
+    The result is kept per (host, python, engine versions, argv) under the serve cache: a second start of
+    the same deployment does not pay the parsers' import again (about 25 s on a 2-core CPU host)."""
+    plans = plan_instances(settings, machine.name)
+    cases = cases_of(plans)
+    if not cases:
+        return
+    server = next((p for p in plans if p.role == "lmcache-server"), None)
+    store = serve_cache_dir() / "engine-args" / f"{cache_key(machine.name, settings.python, versions, cases)}.json"
+    try:
+        results = json.loads(store.read_text())
+    except (OSError, ValueError):
+        res = machine.run(parse_command(settings.python, cases, settings.site_dir), timeout=PARSE_TIMEOUT_S)
+        try:
+            results = parse_output(res.stdout, len(cases))
+        except ValueError:
+            result.add("engine-args", "failed", f"{settings.python} could not run the engines' parsers: "
+                       f"{res.tail(3) or f'exit {res.exit_code}'}", "check the serving env (vllm and lmcache import)")
+            return
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps(results) + "\n")
+    problems = sorted({problem for case, parsed in zip(cases, results, strict=True)
+                       for problem in mismatches(settings, case, parsed, server.l2_path if server else None)})
+    engines = sorted({part["engine"] for parsed in results for part in parsed.values() if "engine" in part})
+    if problems:
+        result.add("engine-args", "failed", "; ".join(problems),
+                   "remove the setting the host's version does not know from the profile or inventory, or use "
+                   "the engine version fxctl is tested with (fxctl serve install-env on CPU hosts)")
+    else:
+        names = ", ".join(entry.dest for entry, _ in flag_values(settings))
+        result.add("engine-args", "ok", f"{' and '.join(engines)} parse the launch lines: {names} as set")
