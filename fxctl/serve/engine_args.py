@@ -39,11 +39,14 @@ def parse_command(python: str, cases: list[dict], site_dir: str | None = None):
 
 def parse_output(stdout: str, count: int) -> list[dict]:
     """The script's last line: one result per case; ValueError when it is not there (the python failed)."""
-    lines = [line for line in stdout.strip().splitlines() if line.startswith("[")]
-    results = json.loads(lines[-1]) if lines else None
-    if not isinstance(results, list) or len(results) != count:
-        raise ValueError("the parse script printed no result")
-    return results
+    for line in reversed(stdout.strip().splitlines()):   # the engines log lines of their own ("[2026-...")
+        try:
+            results = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(results, list) and len(results) == count and all(isinstance(r, dict) for r in results):
+            return results
+    raise ValueError("the parse script printed no result")
 
 
 def expected_vllm(settings) -> dict:
