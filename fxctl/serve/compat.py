@@ -74,9 +74,11 @@ def tested_for(hosts: str) -> Tested:
     return next(t for t in TESTED if t.hosts == hosts)
 
 
-def judge(hosts: str, versions: dict[str, str], fleet: tuple[str, ...] = ()) -> list[tuple[str, str, str, str]]:
+def judge(hosts: str, versions: dict[str, str], fleet: tuple[str, ...] = (),
+          python: str = "python3") -> list[tuple[str, str, str, str]]:
     """(check, status, detail, fix) for the env's versions on a cpu or gpu host: the engine and LMCache
-    (and torch) against the tested row, the fleet distributions named in `fleet`, then every known-bad rule."""
+    (and torch) against the tested row, the fleet distributions named in `fleet`, then every known-bad rule.
+    `python`: the serving env's interpreter, named in the fixes."""
     row = tested_for(hosts)
     found = []
     for dist, good in row.versions.items():
@@ -87,20 +89,20 @@ def judge(hosts: str, versions: dict[str, str], fleet: tuple[str, ...] = ()) -> 
             if dist == "torch":
                 continue    # the engine's own import check names a missing torch
             found.append((f"python:{dist}", "failed", f"{dist} not installed, known good {good}",
-                          _install_fix(hosts, dist, good)))
+                          _install_fix(hosts, dist, good, python)))
         elif public(have) == good:
             found.append((f"python:{dist}", "ok", f"{dist} {have}", ""))
         else:
             found.append((f"python:{dist}", "warn", f"{dist} {have} is untested (fxctl is tested with {good}: "
-                          "fxctl serve compat)", _install_fix(hosts, dist, good)))
+                          "fxctl serve compat)", _install_fix(hosts, dist, good, python)))
     for rule in KNOWN_BAD:
         if rule.applies(versions):
             found.append((f"compat:{rule.name}", "failed", rule.reason, rule.fix))
     return found
 
 
-def _install_fix(hosts: str, dist: str, good: str) -> str:
-    return "fxctl serve install-env" if hosts == "cpu" else f"pip install {dist}=={good}"
+def _install_fix(hosts: str, dist: str, good: str, python: str) -> str:
+    return "fxctl serve install-env" if hosts == "cpu" else f"{python} -m pip install {dist}=={good}"
 
 
 def table_rows() -> list[list[str]]:

@@ -17,7 +17,6 @@ from fxctl import data
 from fxctl.kvtier.lmcache_server import ADAPTER_CLASS, ADAPTER_MODULE
 from fxctl.paths import serve_cache_dir
 from fxctl.remote.command import sh
-from fxctl.serve.lmcache_mode import mp_ports
 from fxctl.serve.render import plan_instances
 from fxctl.serve.vllm_flags import flag_values
 
@@ -56,15 +55,15 @@ def expected_vllm(settings) -> dict:
     return want
 
 
-def expected_lmcache(settings, l2_path: str) -> dict:
-    mp_port = mp_ports(settings)[0]
+def expected_lmcache(settings) -> dict:
+    """What LMCache's parsers must read (its ports and the tier's directory are fxctl's own rendering)."""
     l1 = settings.l1_bytes_per_instance * settings.instances
-    return {"mp.port": mp_port, "mp.chunk_size": settings.chunk_size,
+    return {"mp.chunk_size": settings.chunk_size,
             "l1 MiB": round(l1 / MIB), "l2 adapter": f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
-            "l2_path": l2_path, "l2_bytes": settings.l2_bytes_per_instance * settings.instances}
+            "l2_bytes": settings.l2_bytes_per_instance * settings.instances}
 
 
-def mismatches(settings, case: dict, parsed: dict, l2_path: str | None) -> list[str]:
+def mismatches(settings, case: dict, parsed: dict) -> list[str]:
     """What the engines' parsers read differently from the settings, or their own errors."""
     problems = []
     vllm = parsed.get("vllm")
@@ -82,26 +81,60 @@ def mismatches(settings, case: dict, parsed: dict, l2_path: str | None) -> list[
         if "error" in server:
             problems.append(f"LMCache's server parser refused its launch line: {server['error']}")
         else:
-            problems += _lmcache_mismatches(settings, server, l2_path)
+            problems += _lmcache_mismatches(settings, server)
     return problems
 
 
-def _lmcache_mismatches(settings, server: dict, l2_path: str | None) -> list[str]:
-    want = expected_lmcache(settings, l2_path or "")
+def _lmcache_mismatches(settings, server: dict) -> list[str]:
+    want = expected_lmcache(settings)
     adapters = server["storage"]["l2_adapter_config"]["adapters"]
     plugin = adapters[0] if len(adapters) == 1 and isinstance(adapters[0], dict) else {}
     params = plugin.get("adapter_params") or {}
-    got = {"mp.port": server["mp"].get("port"), "mp.chunk_size": server["mp"].get("chunk_size"),
+    got = {"mp.chunk_size": server["mp"].get("chunk_size"),
            "l1 MiB": round(server["storage"]["l1_manager_config"]["memory_config"]["size_in_bytes"] / MIB),
            "l2 adapter": f"{plugin.get('module_path')}.{plugin.get('class_name')}",
-           "l2_path": params.get("l2_path"), "l2_bytes": params.get("l2_bytes")}
+           "l2_bytes": params.get("l2_bytes")}
     return [f"LMCache ({server['engine']}) read {key}={got[key]!r}, the settings say {value!r}"
             for key, value in want.items() if got[key] != value]
 
 
+# what varies between deployments of the same settings and cannot change how a parser reads the line: the
+# ports and the tier's directory (numbers and paths fxctl renders itself); masked in the cache key
+PORT_FLAGS = ("--port", "--http-port")
+MASKED_JSON = {"--kv-transfer-config": ("lmcache.mp.port",), "--l2-adapter": ("l2_path", "metrics_port")}
+
+
+def _masked(argv: list[str] | None) -> list[str] | None:
+    if argv is None:
+        return None
+    out = list(argv)
+    for index, token in enumerate(out[:-1]):
+        if token in PORT_FLAGS:
+            out[index + 1] = "<port>"
+        elif token in MASKED_JSON:
+            try:
+                value = json.loads(out[index + 1])
+            except ValueError:
+                continue
+            _mask_keys(value, MASKED_JSON[token])
+            out[index + 1] = json.dumps(value, sort_keys=True)
+    return out
+
+
+def _mask_keys(tree, keys: tuple[str, ...]) -> None:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key in keys:
+                tree[key] = "<masked>"
+            else:
+                _mask_keys(value, keys)
+
+
 def cache_key(host: str, python: str, versions: dict, cases: list[dict]) -> str:
-    """Parsing is a pure function of the engines' versions and the argv: pre-flight keeps a result per key."""
-    text = json.dumps([host, python, sorted(versions.items()), cases], sort_keys=True)
+    """Parsing is a pure function of the engines' versions and the argv; ports and the tier's directory are
+    masked (deployments that differ only there share a result). Pre-flight keeps a result per key."""
+    masked = [{name: _masked(argv) for name, argv in case.items()} for case in cases]
+    text = json.dumps([host, python, sorted(versions.items()), masked], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -114,7 +147,6 @@ def check_engine_args(machine, settings, result, versions: dict) -> None:
     cases = cases_of(plans)
     if not cases:
         return
-    server = next((p for p in plans if p.role == "lmcache-server"), None)
     store = serve_cache_dir() / "engine-args" / f"{cache_key(machine.name, settings.python, versions, cases)}.json"
     try:
         results = json.loads(store.read_text())
@@ -129,7 +161,7 @@ def check_engine_args(machine, settings, result, versions: dict) -> None:
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(results) + "\n")
     problems = sorted({problem for case, parsed in zip(cases, results, strict=True)
-                       for problem in mismatches(settings, case, parsed, server.l2_path if server else None)})
+                       for problem in mismatches(settings, case, parsed)})
     engines = sorted({part["engine"] for parsed in results for part in parsed.values() if "engine" in part})
     if problems:
         result.add("engine-args", "failed", "; ".join(problems),

@@ -226,7 +226,7 @@ def check_python(machine, settings: ServeSettings, result: Preflight, *, install
         result.add("python", "failed", f"{py} does not run: {facts['error']}", "install python3 or set serve.python")
         return
     if settings.engine == "vllm":   # the tested versions, and combinations known not to work (serve.compat)
-        for check, status, detail, fix in judge("cpu" if cpu else "gpu", facts["versions"]):
+        for check, status, detail, fix in judge("cpu" if cpu else "gpu", facts["versions"], python=py):
             result.add(check, status, detail if status == "ok" else f"{py}: {detail}", fix)
         broken = [d for d in CUDA_ONLY_WHEELS if d in facts["versions"]] if cpu else []
         if broken:

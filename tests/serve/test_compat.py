@@ -40,9 +40,11 @@ def test_known_bad_combinations_are_refused_with_their_reason():
     assert newer["compat:lmcache-0.6"][0] == "failed" and newer["python:lmcache"][0] == "warn"
 
 
-def test_a_missing_engine_fails_with_the_known_good_version():
-    status, detail = by_check(judge("gpu", {"lmcache": "0.5.6"}))["python:vllm"]
-    assert (status, detail) == ("failed", "vllm not installed, known good 0.33.0")
+def test_a_missing_engine_fails_with_the_known_good_version_and_the_fix():
+    found = {check: (status, detail, fix) for check, status, detail, fix in
+             judge("gpu", {"lmcache": "0.5.6"}, python="/opt/vllm/bin/python3")}
+    assert found["python:vllm"] == ("failed", "vllm not installed, known good 0.33.0",
+                                    "/opt/vllm/bin/python3 -m pip install vllm==0.33.0")
 
 
 def test_serve_compat_prints_the_table():

