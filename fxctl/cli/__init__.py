@@ -28,6 +28,7 @@ COMMANDS = {
     "serve": ("serve_cmd", "Launch vLLM + LMCache with fxctl's KV tier backend (or, with --engine sim, fxctl's..."),
     "sim": ("sim_cmd", "Serving emulator with a calibrated GPU cost model (no GPU needed)."),
     "bench": ("bench_cmd", "Benchmarks: the KV tier (tier) and the serving load generator (serve)."),
+    "plan": ("plan_cmd", "Capacity planning: what fits in HBM, the tiers, the L2 bandwidth an SLO needs."),
     "tune": ("tune_cmd", "Find the best operating point under a latency SLO, by measurement."),
     "run": ("run_cmd", "Run a playbook of gated stages: each stage is an fxctl command (provision, net..."),
     "profiles": ("profiles_cmd", "Profiles that ship with fxctl: platform, model and serving layout, every "

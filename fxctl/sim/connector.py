@@ -1,7 +1,7 @@
 """L1 and L2 together, as LMCache's connector sees them: look a prompt's chunks up, read, store, reset.
 
 Bandwidths come from the profile: L1 at the DRAM pool's rate; L2 at the bottleneck of the SSD array and
-the NVMe-oF link (min(SSDs x read rate, link x protocol efficiency)) times the backend's read efficiency,
+the NVMe-oF links (min(SSDs x read rate, links x rate x protocol efficiency)) times the backend's read efficiency,
 with each request's own reads capped at a per-request rate. The backend is fxctl's tier or, for the R2
 baseline, LMCache's stock disk backend (lower read efficiency).
 """
@@ -38,7 +38,7 @@ def tier_rates(profile: Profile, backend: str | None = None) -> TierRates:
     efficiency = t("stock_l2_read_efficiency", 1) if stock else t("l2_read_efficiency", 1)
     link_efficiency = t("stock_l2_link_efficiency", 1) if stock else t("l2_link_efficiency", 1)
     array_bps = t("l2_ssd_count", 1) * t("l2_ssd_read_gbs", 1) * GB * efficiency
-    link_bps = t("l2_link_gbits", 100) / 8 * GB * link_efficiency
+    link_bps = t("l2_links", 1) * t("l2_link_gbits", 100) / 8 * GB * link_efficiency
     request_bps = t("l2_request_read_gbs", 0) * GB or array_bps
     return TierRates(
         chunk_bytes=chunk_bytes,

@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fxctl.errors import BadInput
+from fxctl.plan.kv import KvLayout
+from fxctl.plan.kv import kv_layout as plan_kv_layout
+from fxctl.plan.shape import from_profile
 from fxctl.sim.profile import Profile
 from fxctl.units import GB  # noqa: F401 (GB: imported from here by older callers)
+
+KV_DTYPE_OF_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}   # a profile's model.kv_dtype_bytes, as vLLM's dtype
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,19 @@ class FixedDelayModel:
         return self.ttft_s if prefill else self.tpot_s
 
 
+def kv_layout(profile: Profile) -> KvLayout:
+    """vLLM's KV layout for the profile's model at its tensor parallelism (fxctl.plan.kv: one formula)."""
+    shape = from_profile(profile)
+    return plan_kv_layout(shape, KV_DTYPE_OF_BYTES.get(profile.get("model", "kv_dtype_bytes"), "auto"),
+                          instance_gpus(profile))
+
+
 def kv_bytes_per_token(profile: Profile) -> float:
-    """K and V, every layer, every KV head (all TP ranks together); nominal 1 KiB for fixed delays."""
+    """One token's KV as a tier stores it (every layer; GQA's KV heads once each, MLA's latent once);
+    nominal 1 KiB for fixed delays."""
     if profile.cost_model == "fixed":
         return 1024.0
-    m = lambda key: profile.get("model", key)  # noqa: E731
-    return 2 * m("layers") * m("kv_heads") * m("head_dim") * m("kv_dtype_bytes")
+    return float(kv_layout(profile).stored_bytes)
 
 
 def instance_gpus(profile: Profile) -> int:
@@ -94,7 +106,7 @@ def roofline_model(profile: Profile) -> RooflineModel:
         expert_hit_prob=m("experts_per_token") / experts if experts else 1.0,
         flops_per_token=2 * m("active_params_b") * 1e9,
         attn_flops_coeff=4 * m("layers") * m("attention_heads") * m("head_dim"),
-        kv_bytes_per_token=kv_bytes_per_token(profile),
+        kv_bytes_per_token=kv_layout(profile).instance_bytes,   # HBM read per token, all ranks
         effective_flops=gpus * profile.get("gpu", "peak_tflops") * 1e12 * profile.get("efficiency", "prefill_mfu"),
         effective_hbm_bw=gpus * profile.get("gpu", "hbm_bandwidth_gbs") * GB
         * profile.get("efficiency", "hbm_bandwidth_efficiency"),
@@ -110,7 +122,8 @@ def cost_model(profile: Profile) -> RooflineModel | FixedDelayModel:
 
 
 def hbm_kv_blocks(profile: Profile) -> int:
-    """(HBM per GPU x TP x gpu_memory_utilization - weights - activations) / KV bytes per block."""
+    """(HBM per GPU x gpu_memory_utilization - weights per GPU - activations) / one token's KV on a GPU,
+    in blocks: vLLM sizes its KV pool per rank, and every rank holds its share of every token."""
     block = profile.get("serving", "block_size", 16)
     override = profile.get("serving", "num_gpu_blocks")
     if override:
@@ -118,10 +131,10 @@ def hbm_kv_blocks(profile: Profile) -> int:
     if profile.cost_model == "fixed":
         return 4096
     gpus = instance_gpus(profile)
-    usable = gpus * profile.get("gpu", "hbm_gb") * GB * profile.get("serving", "gpu_memory_utilization", 0.9)
-    free = usable - profile.get("model", "weight_bytes_gb") * GB \
-        - gpus * profile.get("serving", "activation_reserve_gb") * GB
+    per_gpu = profile.get("gpu", "hbm_gb") * GB * profile.get("serving", "gpu_memory_utilization", 0.9)
+    free = per_gpu - profile.get("model", "weight_bytes_gb") * GB / gpus \
+        - profile.get("serving", "activation_reserve_gb") * GB
     if free <= 0:
         raise BadInput(f"{profile.path}: the weights do not fit in HBM at this tensor parallelism",
                        "raise serving.tensor_parallel or gpu_memory_utilization")
-    return int(free // (kv_bytes_per_token(profile) * block))
+    return int(free // (kv_layout(profile).per_gpu_bytes * block))

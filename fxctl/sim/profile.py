@@ -82,6 +82,8 @@ class ModelSection:
     experts_per_token: cost(int) = None
     expert_weight_share: cost() = None
     max_model_len: param(int) = None
+    kv_latent_dim: param(int) = None   # MLA (DeepSeek): kv_lora_rank + qk_rope_head_dim; one latent per layer,
+                                       # kept whole on every TP rank (fxctl.plan.kv); kv_heads/head_dim unused
 
 
 @shape
@@ -137,6 +139,7 @@ class TiersSection:
     l2_ssd_count: cost(int) = None
     l2_ssd_read_gbs: cost() = None
     l2_link_gbits: cost() = None
+    l2_links: param(int) = None        # NVMe-oF links used together (multipath); the link rate is per link
     l2_link_efficiency: cost() = None
     l2_read_efficiency: cost() = None
     l2_request_read_gbs: cost() = None
