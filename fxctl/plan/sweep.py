@@ -87,6 +87,7 @@ def write_plot(result: dict, path: Path) -> str | None:
     for term in result["slo"]:
         if term.startswith("ttft_p50<="):
             left.axhline(float(term.split("<=")[1].rstrip("s")), color="red", linestyle=":", label=f"SLO {term}")
+    left.set_xticks(x)
     left.set_xlabel(result["param"])
     left.set_ylabel("TTFT (s, emulated)")
     right = left.twinx()

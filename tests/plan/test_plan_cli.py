@@ -5,7 +5,6 @@ emulator's (virtual time, SIMULATED GPU timing): they are checked against its ca
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +41,7 @@ def data(ran: Ran) -> dict:
 
 
 def test_acceptance_command_names_bandwidth_and_ssds_and_checks_r2(run):
-    started = time.perf_counter()
-    table = run(*ACCEPTANCE)
-    assert time.perf_counter() - started < 5
+    table = run(*ACCEPTANCE)      # its time (about 2 s here) is the note's figure, not a timed assertion
     for figure in ("bytes per token, per GPU", "KV pool per GPU", "largest max_model_len", "DRAM pool",
                    "SSD tier", "read rate the TTFT target needs", "SSDs / links for that rate", "R2 cold-recovery"):
         assert figure in table.output
