@@ -76,11 +76,11 @@ def hbm(profile: Profile, kv: KvLayout, ask: Ask) -> Hbm:
     activation = profile.get("serving", "activation_reserve_gb", 0)
     space = max(usable - weights - activation, 0.0)
     tokens = int(space * GB // kv.per_gpu_bytes)
-    limit = profile.get("model", "max_model_len") or tokens
+    longest = min(tokens, profile.get("model", "max_model_len") or tokens)
     needed = ask.concurrency * ask.context * kv.per_gpu_bytes / GB
-    out = Hbm(per_gpu, usable, weights, activation, space, tokens, min(tokens, limit),
-              tokens // ask.context if ask.context else 0, needed, needed <= space and ask.context <= tokens,
-              100 * (weights + activation) / per_gpu)
+    out = Hbm(per_gpu, usable, weights, activation, space, tokens, longest,
+              tokens // ask.context if ask.context else 0, needed,
+              needed <= space and ask.context + ask.output_tokens <= longest, 100 * (weights + activation) / per_gpu)
     out.explanation = explain(out, ask, profile)
     return out
 
@@ -92,16 +92,20 @@ def explain(h: Hbm, ask: Ask, profile: Profile) -> str:
     if h.kv_space_gb <= 0:
         return (f"the weights ({h.weights_gb:.1f} GB per GPU) and activations ({h.activation_gb:.1f} GB) leave "
                 f"no KV space in {h.usable_gb:.1f} GB ({gmu:g} x {h.hbm_gb:g} GB): raise TP or the GPU count")
+    model_limit = profile.get("model", "max_model_len") or h.kv_tokens
+    if ask.context + ask.output_tokens > model_limit:
+        return (f"the model takes at most {model_limit:,} tokens per request (model.max_model_len / the config's "
+                f"max_position_embeddings); {ask.context:,} + {ask.output_tokens} output tokens is more")
     if h.fits:
         return (f"fits: {ask.concurrency} x {ask.context:,} tokens need {h.needed_gb:.1f} GB of KV per GPU, "
-                f"vLLM's pool has {h.kv_space_gb:.1f} GB ({h.max_concurrency} such requests at once)")
+                f"vLLM's pool has {h.kv_space_gb:.1f} GB ({h.max_concurrency:,} such requests at once)")
     if ask.context > h.kv_tokens:
         return (f"runs out: one {ask.context:,}-token request needs more KV than the pool holds "
                 f"({h.kv_tokens:,} tokens); vLLM refuses to start with max_model_len {ask.context:,} although only "
                 f"{h.in_use_pct:.0f} % of HBM is taken by weights and activations")
     return (f"runs out while memory looks free: weights and activations take {h.in_use_pct:.0f} % of HBM "
             f"({h.weights_gb + h.activation_gb:.1f} of {h.hbm_gb:g} GB per GPU, so {looks_free:.1f} GB look free), "
-            f"but {ask.concurrency} x {ask.context:,} tokens need {h.needed_gb:.1f} GB of KV per GPU and vLLM's pool "
+            f"but {ask.concurrency} x {ask.context:,} tokens need {h.needed_gb:,.1f} GB of KV per GPU and vLLM's pool "
             f"is {h.kv_space_gb:.1f} GB ({gmu:g} x HBM - weights - activations): only {h.max_concurrency} fit at "
             f"once; the rest wait or are preempted and recomputed")
 

@@ -124,8 +124,11 @@ def sized(profile: Profile, plan: Plan) -> Profile:
 
 
 def emulate_plan(plan: Plan) -> None:
-    if plan.ask.context > plan.hbm.kv_tokens:
-        plan.notes.append("no prediction: one request of this context does not fit in HBM (see HBM above)")
+    if plan.ask.context + plan.ask.output_tokens > plan.hbm.max_model_len:
+        plan.notes.append("no prediction: one request of this context does not fit (see HBM above)")
+        return
+    if (why := predict.too_large(plan.ask)) is not None:
+        plan.notes.append(f"no prediction: {why}")
         return
     profile = sized(plan.profile, plan)
     plan.profile = profile

@@ -18,6 +18,7 @@ from fxctl.sim.profile import Profile
 from fxctl.sim.virtual import RunSummary, distinct_prompts, run_closed_loop
 
 CASES = ("cold", "reuse", "recompute")
+TOKEN_BUDGET = 40_000_000  # prompt tokens one emulated case may hold in memory (~8 B each; about 8 s per case)
 BOOKKEEPING_BLOCK = 256   # HBM blocks of one LMCache chunk in these runs, as the calibration (no figure moves)
 
 
@@ -44,8 +45,18 @@ def workload_for(profile: Profile, ask: Ask) -> Workload:
     while spread > 0 and ask.context * (1 + spread) + ask.output_tokens + 1 > limit:
         spread = round(spread - 0.05, 2)
     per_client = int(profile.calibration.get("requests_per_client", 4))
+    per_client = max(1, min(per_client, TOKEN_BUDGET // (ask.concurrency * ask.context)))
     return Workload(ask.context, max(spread, 0.0), ask.output_tokens, (ask.concurrency,), per_client,
                     BOOKKEEPING_BLOCK)
+
+
+def too_large(ask: Ask) -> str | None:
+    """Why the emulator cannot serve this ask here (its prompts would not fit its token budget), or None."""
+    tokens = ask.concurrency * ask.context
+    if tokens <= TOKEN_BUDGET:
+        return None
+    return (f"{ask.concurrency} x {ask.context:,} tokens in flight ({tokens:,}) is more than the emulator holds "
+            f"here ({TOKEN_BUDGET:,}); plan a smaller instance or lower --concurrency")
 
 
 def predict(profile: Profile, ask: Ask, case: str, stored_bytes_per_token: float) -> Prediction:

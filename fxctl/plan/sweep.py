@@ -57,7 +57,10 @@ def sweep(profile: Profile, shape: ModelShape, ask: Ask, slo: list[Term], param:
         if key != "ask.concurrency":
             point = with_changes(point, [Change(key, value, f"fxctl plan --sweep {param}")])
         row = {param: value, "case": case, "fits": hbm.fits}
-        if point_ask.context <= hbm.kv_tokens:
+        why = predict.too_large(point_ask)
+        if why is not None:
+            row["skipped"] = why
+        elif point_ask.context + point_ask.output_tokens <= hbm.max_model_len:
             p = predict.predict(point, point_ask, case, kv.stored_bytes)
             row |= {"ttft_p50_s": round(p.ttft_p50_s, 3), "ttft_p90_s": round(p.ttft_p90_s, 3),
                     "output_tps": round(p.output_tps, 2),

@@ -133,3 +133,11 @@ def test_bad_input_exits_2_and_says_what_is_allowed(run, args, message):
     out = run("plan", *args)
     assert out.exit_code == 2, out.output
     assert message in out.output
+
+
+def test_contexts_past_the_model_and_loads_past_the_emulator_are_said_not_crashed(run):
+    longer = data(run("-o", "json", "plan", "--profile", R2, "--context", "1m", "--concurrency", "4"))
+    assert longer["hbm"]["fits"] is False and longer["predictions"] == []
+    assert "at most 262,144 tokens per request" in longer["hbm"]["explanation"]
+    huge = run("plan", "--profile", R2, "--context", "128k", "--concurrency", "100000")
+    assert huge.exit_code == 0 and "more than the emulator holds here" in huge.output
