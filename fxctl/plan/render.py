@@ -75,8 +75,7 @@ def render_sweep(result: dict, banner: str) -> dict:
     if result["slo"]:
         lines.append(f"first point that meets it: {result['first_meeting']}" if result["first_meeting"] is not None
                      else "no point meets it")
-    if result["plot"]:
-        lines.append(f"plot: {result['plot']}")
+    lines.append(f"plot: {result['plot']}" if result["plot"] else result["plot_note"])
     lines.append(banner)
     return {"rows": rows, "headers": [param, "fits", "TTFT p50 s", "TTFT p90 s", "tok/s", "meets SLO"],
             "text": "\n".join(lines)}

@@ -70,7 +70,16 @@ def sweep(profile: Profile, shape: ModelShape, ask: Ask, slo: list[Term], param:
     result = {"emulator": "SIMULATED GPU timing (fxctl sim), not measurements", "param": param, "case": case,
               "slo": [str(t) for t in slo], "points": rows, "first_meeting": met[0][param] if met else None}
     result["plot"] = write_plot(result, plot)
+    if result["plot"] is None:
+        result["plot_note"] = ("no plot: matplotlib is not installed (pip install 'fxctl[plots]')"
+                               if not has_matplotlib() else "no plot: no point could be emulated")
     return result
+
+
+def has_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def write_plot(result: dict, path: Path) -> str | None:
