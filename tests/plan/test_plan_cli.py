@@ -115,6 +115,11 @@ def test_written_profile_is_taken_by_the_profile_loader_and_serve(run, tmp_path,
     dry = run("serve", "start", "--profile", str(path), "--local", "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "--max-num-seqs 16" in dry.output and "--tensor-parallel-size 8" in dry.output
+    tuned = run("-o", "json", "tune", "--target", "virtual", "--profile", str(path), "--workload", "cold-recovery",
+                "--prompt-tokens", "32768", "--output-tokens", "16", "--requests-per-client", "1",
+                "--concurrency", "4,8", "--slo", "ttft_p50<=14s", "--run-dir", str(tmp_path / "tune"))
+    assert tuned.exit_code == 0, tuned.output
+    assert data(tuned)["best"]["concurrency"] in (4, 8)
 
 
 @pytest.mark.parametrize("args, message", [
