@@ -43,6 +43,8 @@ class TierConfig:
     promote_after_hits: int = 2            # L2 hits before a chunk is copied up into L1
     direct_io: bool = True                 # O_DIRECT where the filesystem allows it
     l2_admission: str = DEFAULT_ADMISSION  # which chunks L2 gets: always | second-use | l1-evict (admission.py)
+    model: str = ""                        # the model whose KV this is (a folder or a hub id): chunks are keyed
+                                           # under its fingerprint (fingerprint.py); "": keys as given
 
     def __post_init__(self) -> None:
         if self.l2_admission not in ADMISSION_POLICIES:

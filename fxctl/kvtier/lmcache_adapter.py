@@ -1,11 +1,11 @@
 """fxctl's KV tier as an LMCache 0.5.x storage plugin (StoragePluginInterface), loaded through
 `storage_plugins` + `extra_config` (see lmcache_config.render_lmcache_config).
 
-Chunks are keyed by CacheEngineKey.to_string(). A put borrows the MemoryObj's buffer (ref_count_up) and
-writes it to L2 straight from LMCache's pool when it is aligned, releasing it (ref_count_down) once
-written; gets allocate from LocalCPUBackend and read L2 directly into the MemoryObj. Every chunk LMCache
-stores is written behind to L2, so chunks that LocalCPUBackend evicts (it never demotes) are still
-served from here, and from here after a restart.
+Chunks are keyed by CacheEngineKey.to_string(), under the model's fingerprint (TierStore.key; fxtier.model).
+A put borrows the MemoryObj's buffer (ref_count_up) and writes it to L2 straight from LMCache's pool when it
+is aligned, releasing it (ref_count_down) once written; gets allocate from LocalCPUBackend and read L2
+directly into the MemoryObj. Every chunk LMCache stores is written behind to L2, so chunks that
+LocalCPUBackend evicts (it never demotes) are still served from here, and from here after a restart.
 
 extra_config `fxtier.metrics_port` (0 or absent: none) serves the tier's Prometheus metrics (fxctl_tier_*, see
 fxctl/kvtier/metrics.py) on 127.0.0.1:<port + worker id>/metrics, one endpoint per worker process;
@@ -84,23 +84,31 @@ class FxTierBackend(StoragePluginInterface):
 
     # -- lookups ----------------------------------------------------------------------------------
     def contains(self, key: CacheEngineKey, pin: bool = False) -> bool:
-        return self.store.contains([key.to_string()], pin=pin) == 1
+        return self._contains([key.to_string()], pin) == 1
 
     def batched_contains(self, keys: List[CacheEngineKey], pin: bool = False) -> int:
-        return self.store.contains([k.to_string() for k in keys], pin=pin)
+        return self._contains([k.to_string() for k in keys], pin)
 
     async def batched_async_contains(self, lookup_id: str, keys: List[CacheEngineKey], pin: bool = False) -> int:
         return self.batched_contains(keys, pin)
 
+    def _contains(self, names: list[str], pin: bool) -> int:
+        """How many of `names`, from the first, the store holds for this model; misses of chunks it holds
+        under other weights are counted (model_mismatches)."""
+        found = self.store.contains([self.store.key(n) for n in names], pin=pin)
+        if found < len(names):
+            self.store.count_mismatches(names[found:])
+        return found
+
     def exists_in_put_tasks(self, key: CacheEngineKey) -> bool:
-        return self.store.is_writing(key.to_string())
+        return self.store.is_writing(self.store.key(key.to_string()))
 
     # -- puts -------------------------------------------------------------------------------------
     def batched_submit_put_task(self, keys: Sequence[CacheEngineKey], objs: List[MemoryObj],
                                 transfer_spec: Any = None,
                                 on_complete_callback: Optional[Callable[[CacheEngineKey], None]] = None) -> None:
         for key, obj in zip(keys, objs):
-            skey = key.to_string()
+            skey = self.store.key(key.to_string())
             if self.store.contains([skey]) or self.store.is_writing(skey):
                 continue
             obj.ref_count_up()
@@ -125,7 +133,7 @@ class FxTierBackend(StoragePluginInterface):
 
     def batched_get_blocking(self, keys: List[CacheEngineKey]) -> List[Optional[MemoryObj]]:
         """Allocate from LocalCPUBackend and fill every hit with one parallel read; None for misses."""
-        skeys = [k.to_string() for k in keys]
+        skeys = [self.store.key(k.to_string()) for k in keys]
         objs: List[Optional[MemoryObj]] = []
         for skey in skeys:
             found = self.store.size_of(skey)
@@ -152,7 +160,7 @@ class FxTierBackend(StoragePluginInterface):
             objs = await asyncio.to_thread(self.batched_get_blocking, keys)
         finally:
             for k in keys:
-                self.store.unpin(k.to_string())
+                self.store.unpin(self.store.key(k.to_string()))
         out: List[MemoryObj] = []
         for i, obj in enumerate(objs):
             if obj is None:
@@ -165,13 +173,13 @@ class FxTierBackend(StoragePluginInterface):
 
     # -- pins, removal, lifecycle -----------------------------------------------------------------
     def pin(self, key: CacheEngineKey) -> bool:
-        return self.store.pin(key.to_string())
+        return self.store.pin(self.store.key(key.to_string()))
 
     def unpin(self, key: CacheEngineKey) -> bool:
-        return self.store.unpin(key.to_string())
+        return self.store.unpin(self.store.key(key.to_string()))
 
     def remove(self, key: CacheEngineKey, force: bool = True) -> bool:
-        return self.store.remove(key.to_string())
+        return self.store.remove(self.store.key(key.to_string()))
 
     def clear(self) -> int:
         """Remove every chunk; returns the tokens cleared (chunks x chunk_size), as LMCache counts them."""

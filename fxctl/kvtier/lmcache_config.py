@@ -22,14 +22,15 @@ EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierCo
 def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_bytes: int = 0,
                           chunk_size: int = CHUNK_TOKENS, io_threads: int = IO_THREADS, durable: bool = True,
                           segment_bytes: int = GIB, hash_algorithm: str = "sha256_cbor", metrics_port: int = 0,
-                          l2_admission: str = DEFAULT_ADMISSION,
+                          l2_admission: str = DEFAULT_ADMISSION, model: str = "",
                           extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """LMCache's YAML config (as a dict) for one serving instance.
 
     cpu_bytes: LMCache's LocalCPUBackend pool, the DRAM tier in front (plugins stage through it);
     l2_path / l2_bytes: fxctl's L2 on the XFS mount (each worker uses l2_path/rank<i>of<n>);
     l1_bytes: an extra DRAM pool inside fxctl's tier (0: LocalCPUBackend already is the DRAM tier);
-    metrics_port: the tier's Prometheus metrics on 127.0.0.1:<metrics_port + worker id> (0: none).
+    metrics_port: the tier's Prometheus metrics on 127.0.0.1:<metrics_port + worker id> (0: none);
+    model: the served model (folder or id): the tier keys its chunks under its fingerprint.
     """
     if cpu_bytes <= 0:
         raise ValueError("cpu_bytes must be > 0: LMCache plugins stage through LocalCPUBackend")
@@ -45,6 +46,8 @@ def render_lmcache_config(*, l2_path: str, l2_bytes: int, cpu_bytes: int, l1_byt
         extra_config[EXTRA_PREFIX + "l2_admission"] = tier.l2_admission
     if metrics_port:
         extra_config[EXTRA_PREFIX + "metrics_port"] = metrics_port
+    if model:
+        extra_config[EXTRA_PREFIX + "model"] = model
     extra_config.update(extra or {})
     return {
         "chunk_size": chunk_size,

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def object_key_name(key) -> str:
+    """LMCache's key as a chunk name; the store keys it under the model's fingerprint (store.key)."""
     name = f"{key.model_name}@{key.kv_rank}@{key.chunk_hash.hex()}@{key.object_group_id}"
     return f"{name}@{key.cache_salt}" if key.cache_salt else name
 
@@ -84,6 +85,9 @@ class FxTierL2Adapter(L2AdapterInterface):
             log.error("fxtier: cannot serve metrics on port %s: %s", params.get("metrics_port"), exc)
             return None
 
+    def _name(self, key) -> str:
+        return self.store.key(object_key_name(key))
+
     def _task_id(self) -> L2TaskId:
         with self._lock:
             self._next_id += 1
@@ -109,7 +113,7 @@ class FxTierL2Adapter(L2AdapterInterface):
         complete the task once the write-behind has released every one of them."""
         done = StoreTask(len(keys) + 1, lambda: self._store_done(task, done))
         for key, obj in zip(keys, objects):
-            name = object_key_name(key)
+            name = self._name(key)
             if self.store.contains([name]):
                 done.release()
                 continue
@@ -135,9 +139,13 @@ class FxTierL2Adapter(L2AdapterInterface):
     def submit_lookup_and_lock_task(self, keys: list, group_layout_descs: dict) -> L2TaskId:
         task = self._task_id()
         bitmap = Bitmap(len(keys))
+        missed = []
         for i, key in enumerate(keys):
-            if self.store.pin(object_key_name(key)):
+            if self.store.pin(self._name(key)):
                 bitmap.set(i)
+            else:
+                missed.append(object_key_name(key))
+        self.store.count_mismatches(missed)
         with self._lock:
             self._looked_up[task] = bitmap
         self._events["lookup"].notify()
@@ -149,7 +157,7 @@ class FxTierL2Adapter(L2AdapterInterface):
 
     def submit_unlock(self, keys: list) -> None:
         for key in keys:
-            self.store.unpin(object_key_name(key))
+            self.store.unpin(self._name(key))
 
     # -- load -------------------------------------------------------------------------------------
     def submit_load_task(self, keys: list, objects: list) -> L2TaskId:
@@ -158,7 +166,7 @@ class FxTierL2Adapter(L2AdapterInterface):
         return task
 
     def _load(self, task: L2TaskId, keys: list, objects: list) -> None:
-        sizes = self.store.get_into([object_key_name(k) for k in keys], [o.byte_array for o in objects])
+        sizes = self.store.get_into([self._name(k) for k in keys], [o.byte_array for o in objects])
         bitmap = Bitmap(len(keys))
         hits = []
         for i, n in enumerate(sizes):

@@ -55,6 +55,7 @@ COUNTERS: dict[str, tuple[str, dict[str, str]]] = {
     "l2_skipped_writes": ("skipped_writes", L2), "l2_queue_full": ("queue_full", L2),
     "puts": ("puts", {}), "put_bytes": ("put_bytes", {}),
     "l2_admissions_refused": ("admissions_refused", L2),
+    "model_mismatches": ("model_mismatches", {}),
     **{f"l2_{name}": ("errors", {"tier": "l2", "kind": kind}) for name, kind in (
         ("read_errors", "read"), ("write_errors", "write"), ("enospc", "enospc"),
         ("checksum_failures", "checksum"), ("checkpoint_errors", "checkpoint"), ("open_failures", "open"),
@@ -72,6 +73,8 @@ HELP = {
     "put_bytes": "Bytes of chunks put into the store (write amplification: write_bytes{tier=l2} / put_bytes)",
     "admissions_refused": "Puts and L1 evictions the L2 admission policy did not write (l2_admission)",
     "errors": "Errors of the tier, by kind (an error is a miss or a skipped write, never the caller's)",
+    "model_mismatches": "Chunks looked up and missed that the tier holds for the same key under other weights "
+                        "(another model fingerprint): never served, counted",
     "events": "Other events of the tier store",
 }
 

@@ -11,7 +11,9 @@ Errors of L2 never reach the caller: they are misses or skipped writes, counted 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -22,6 +24,7 @@ from fxctl.kvtier.admission import Admission
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.config import TierConfig, padded
 from fxctl.kvtier.dram import DramPool, L1Chunk
+from fxctl.kvtier.fingerprint import fingerprint
 from fxctl.kvtier.l2 import L2Tier
 from fxctl.kvtier.metrics import TierMetrics
 from fxctl.kvtier.segments import usable_cpus
@@ -39,6 +42,9 @@ class TierStore:
         self.l1 = DramPool(cfg.l1_bytes, cfg.protected_share)
         self.admission = Admission(cfg.l2_admission)
         self.l2 = self._open_l2() if cfg.l2_bytes > 0 and cfg.l2_path else None
+        self.namespace = fingerprint(cfg.model)
+        self._foreign = self._other_weights()
+        self._record_model()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._pins: Counter[str] = Counter()
@@ -56,6 +62,43 @@ class TierStore:
             self.metrics.add("l2_open_failures")
             log.error("kvtier: cannot open L2 at %s (%s); serving from L1 only", self.cfg.l2_path, exc)
             return None
+
+    # -- which model's KV: keys under the weights' fingerprint ------------------------------------------
+    def key(self, name: str) -> str:
+        """The store's key for a caller's chunk name: under the model's fingerprint when the tier has one."""
+        return f"{self.namespace}/{name}" if self.namespace else name
+
+    def _other_weights(self) -> set[str]:
+        """Names the tier holds under another fingerprint (the same model path with other weights, or before
+        fingerprints): a lookup of one of them misses and is counted (model_mismatches)."""
+        if not self.namespace or self.l2 is None:
+            return set()
+        mine = self.namespace + "/"
+        return {key.split("/", 1)[1] if "/" in key else key for key in list(self.l2.index) if not key.startswith(mine)}
+
+    def _record_model(self) -> None:
+        """model.json in L2's directory: which model's KV the tier serves since this start (for operators)."""
+        if not self.namespace or self.l2 is None:
+            return
+        record = {"model": self.cfg.model, "fingerprint": self.namespace, "started": time.time(),
+                  "chunks_of_other_weights": len(self._foreign)}
+        path = os.path.join(self.cfg.l2_path, "model.json")
+        try:
+            with open(path + ".tmp", "w") as handle:
+                json.dump(record, handle)
+            os.replace(path + ".tmp", path)
+        except OSError as exc:   # a record for people; the tier serves without it
+            log.warning("kvtier: cannot record the model's fingerprint in %s: %s", path, exc)
+        if self._foreign:
+            log.warning("kvtier: %d chunks in %s belong to other weights than %s (fingerprint %s): never served",
+                        len(self._foreign), self.cfg.l2_path, self.cfg.model, self.namespace)
+
+    def count_mismatches(self, names: Sequence[str]) -> int:
+        """Of chunk names that missed, how many the tier holds under other weights; counted."""
+        found = sum(1 for name in names if name in self._foreign) if self._foreign else 0
+        if found:
+            self.metrics.add("model_mismatches", found)
+        return found
 
     def preallocate(self, nbytes: int) -> int:
         """Lay out L2's segment files for nbytes now (see L2Tier.preallocate); 0 without L2."""
@@ -359,7 +402,10 @@ class TierStore:
         return {"l1": l1, "l2": self.l2.usage() if self.l2 else None, "write_behind": pending, "pinned_chunks": pins}
 
     def stats(self) -> dict:
-        return {**self.usage(), "recovery": self.l2.recovery if self.l2 else None, **self.metrics.snapshot()}
+        model = {"model": self.cfg.model, "fingerprint": self.namespace,
+                 "chunks_of_other_weights": len(self._foreign)} if self.namespace else None
+        return {**self.usage(), "recovery": self.l2.recovery if self.l2 else None, "model": model,
+                **self.metrics.snapshot()}
 
     def close(self) -> None:
         """Finish queued writes, checkpoint the index and release everything."""

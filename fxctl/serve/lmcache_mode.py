@@ -61,7 +61,16 @@ def server_argv(settings, l2_path: str) -> tuple[str, ...]:
         settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
         settings.l2_bytes_per_instance * settings.instances, metrics_port, http_port=http_port,
         chunk_size=settings.chunk_size,
-        tier={"l2_admission": settings.l2_admission} if settings.l2_admission != DEFAULT_ADMISSION else None))
+        tier=tier_params(settings)))
+
+
+def tier_params(settings) -> dict:
+    """The adapter's TierConfig fields beyond the sizes: the served model (its KV is keyed under the
+    weights' fingerprint, so another model's never comes back) and a non-default admission policy."""
+    params = {"model": settings.model}
+    if settings.l2_admission != DEFAULT_ADMISSION:
+        params["l2_admission"] = settings.l2_admission
+    return params
 
 
 def server_environment() -> dict[str, str]:

@@ -143,7 +143,7 @@ def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
                 "pre_caching_hash_algorithm": "sha256_cbor"}
     return render_lmcache_config(l2_path=l2_path, l2_bytes=settings.l2_bytes_per_instance,
                                  cpu_bytes=settings.l1_bytes_per_instance, chunk_size=settings.chunk_size,
-                                 l2_admission=settings.l2_admission)
+                                 l2_admission=settings.l2_admission, model=settings.model)
 
 
 def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: str | None) -> dict[str, str]:

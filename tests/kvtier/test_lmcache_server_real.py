@@ -3,8 +3,9 @@ and driven by LMCache's own tools on the CPU: `lmcache ping` and `lmcache descri
 --mode cpu`, LMCache's MP client (lookup, store, retrieve, checksums of the KV). The chunks it stores land in
 fxctl's L2 (journal and segments grow, the tier's metrics count the writes); after the server restarts, the same
 requests find every chunk at once and read back the same bytes; the metrics come from the adapter's endpoint,
-read with prometheus_client's parser. And LMCache's adapter harness, `lmcache bench l2`, round-trips the adapter
-with its own data check."""
+read with prometheus_client's parser. With the model's weights replaced in place, the next start finds none of
+them (the tier keys chunks under the weights' fingerprint) and counts the mismatches. And LMCache's adapter
+harness, `lmcache bench l2`, round-trips the adapter with its own data check."""
 
 import json
 import os
@@ -115,8 +116,12 @@ def wait_for(read, ok, timeout=60):
 def test_chunks_stored_through_lmcache_are_in_fxctls_tier_and_found_after_a_restart(tmp_path):
     ports = {"zmq": free_port(), "http": free_port(), "metrics": free_port()}
     l2 = tmp_path / "fxtier"
+    model = tmp_path / "model"          # the served model's folder: the tier keys chunks under its fingerprint
+    model.mkdir()
+    (model / "config.json").write_text('{"num_hidden_layers": 4}')
+    (model / "model.safetensors").write_bytes(b"\x01" * 65536)
     argv = server_argv(PYTHON, ports["zmq"], 256 << 20, str(l2), 256 << 20, ports["metrics"],
-                       http_port=ports["http"], tier={"segment_bytes": 64 << 20})
+                       http_port=ports["http"], tier={"segment_bytes": 64 << 20, "model": str(model)})
     server = ServerProcess(argv, str(tmp_path), tmp_path / "server.log")
     server.health = health_url(ports["http"])
     chunks = SEQUENCES * CHUNKS_PER_SEQ
@@ -159,6 +164,17 @@ def test_chunks_stored_through_lmcache_are_in_fxctls_tier_and_found_after_a_rest
         assert sample(found, "fxctl_tier_read_bytes_total", tier="l2") >= chunks * (512 << 10)
         assert sample(found, "fxctl_tier_read_latency_seconds_count", tier="l2") >= chunks
         assert sample(found, "fxctl_tier_stored_chunks_total", tier="l2") == 0   # nothing written again
+        server.stop()
+
+        # the same path with other weights (same size, other values): no chunk of the old KV comes back
+        (model / "model.safetensors").write_bytes(b"\x02" * 65536)
+        server.start()
+        other = bench(ports, str(tmp_path))
+        for seq in range(SEQUENCES):
+            assert other[(seq, "cold")]["LOOKUP"] == f"0/{CHUNKS_PER_SEQ}"
+        found = scrape(ports["metrics"])
+        assert sample(found, "fxctl_tier_model_mismatches_total") >= chunks
+        assert json.loads((l2 / "model.json").read_text())["chunks_of_other_weights"] == chunks
         server.stop()
     finally:
         server.kill()
