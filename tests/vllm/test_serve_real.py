@@ -1,11 +1,14 @@
 """Real vLLM on CPU through `fxctl serve start/status/restart/stop --engine vllm` in LMCache's MP mode (an
 `lmcache server` with fxctl's tier as its L2 adapter, vLLM with LMCacheMPConnector), an OpenAI client, and
-the tier's metrics read from its endpoint before and after a restart of both processes."""
+the tier's metrics read from its endpoint before and after a restart of both processes; then the model's
+weights replaced in place (same path, same shapes, other values) and a restart: none of the old model's KV
+comes back (issue 28 #6), the lookups that would have hit are counted as mismatches."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -31,10 +34,20 @@ def tier_counter(name: str, tier: str = "l2") -> float:
     return counters.get(f'fxctl_tier_{name}_total{{tier="{tier}"}}', 0.0)
 
 
+PERTURB = """
+import sys
+from safetensors.torch import load_file, save_file
+path = sys.argv[1]
+tensors = {name: t * 1.5 + 0.01 for name, t in load_file(path).items()}
+save_file(tensors, path, metadata={"format": "pt"})
+"""
+
+
 @pytest.fixture
 def deployment(serving_python, tiny_model, local_state, tmp_path):
+    model = shutil.copytree(tiny_model, tmp_path / "model")   # a copy of its own: its weights get replaced
     args = ["--local", "--name", "real", "--profile", "cpu-tiny", "--python", serving_python,
-            "--model", tiny_model, "--l2-dir", str(tmp_path / "l2"), "--port", str(PORT)]
+            "--model", str(model), "--l2-dir", str(tmp_path / "l2"), "--port", str(PORT)]
     yield args
     fxctl("serve", "stop", "--local", "--name", "real")
 
@@ -49,7 +62,7 @@ def completion(text: str) -> tuple[str, str, list[float]]:
     return model, answer.choices[0].text, answer.choices[0].logprobs.token_logprobs
 
 
-def test_start_status_complete_restart_stop(deployment, tmp_path):
+def test_start_status_complete_restart_stop(deployment, serving_python, tmp_path):
     started = fxctl("serve", "start", *deployment)
     assert started.returncode == 0, started.stdout + started.stderr
     local = json.loads(started.stdout)["local"]
@@ -77,11 +90,25 @@ def test_start_status_complete_restart_stop(deployment, tmp_path):
     after = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)["instances"]
     assert after[0]["tier"]["l2"]["hits"] >= 3                        # serve status shows the tier's figures
 
+    # the same path, the same shapes, other weights: the old model's KV must not come back
+    weights = tmp_path / "model" / "model.safetensors"
+    done = subprocess.run([serving_python, "-c", PERTURB, str(weights)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    restarted = fxctl("serve", "restart", "--local", "--name", "real")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    completion(PROMPT)
+    assert tier_counter("hits") == 0                                  # nothing of the old weights' KV served
+    with urllib.request.urlopen(METRICS, timeout=10) as answer:
+        mismatches = parse_counters(answer.read().decode()).get("fxctl_tier_model_mismatches_total", 0.0)
+    assert mismatches >= 3, "the lookups of the old model's chunks were not counted"
+    status = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
+
     pids = [s["pid"] for s in status["instances"]]
     stopped = json.loads(fxctl("serve", "stop", "--local", "--name", "real").stdout)
     assert [s["was_running"] for s in stopped["stopped"]] == [True, True]
-    for pid in pids:
-        left = subprocess.run(["ps", "-o", "pid=", "-g", str(pid)], capture_output=True, text=True).stdout.split()
+    for pid in pids:   # the processes of the running deployment (after both restarts); zombies hold nothing
+        listed = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(pid)], capture_output=True, text=True).stdout
+        left = [line for line in listed.splitlines() if not line.split()[1].startswith("Z")]
         assert left == [], f"processes of the stopped deployment left: {left}"
     gone = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
     assert [s["state"] for s in gone["instances"]] == ["stopped", "stopped"]
