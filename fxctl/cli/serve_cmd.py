@@ -11,6 +11,7 @@ from fxctl.inventory.validators import parse_size
 from fxctl.output import emit, table
 from fxctl.serve.router_settings import DEFAULT_POLICY
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
+from fxctl.serve.settings import OFFLOADS
 
 START_HELP = """Start serving: pre-flight, launch each instance, wait until ready, confirm fxctl's tier loaded.
 
@@ -66,9 +67,10 @@ def start_options(func):
                      "(default: the inventory's serve.profile)."),
         click.option("--engine", type=click.Choice(["vllm", "sim"]), default=None,
                      help="vllm (default) or sim: fxctl's emulator with the same profile."),
-        click.option("--offload", type=click.Choice(["fxctl", "lmcache-disk", "none"]), default=None,
-                     help="KV below vLLM: fxctl's tier (default), LMCache's own disk tier (a comparison "
-                     "anchor) or none (recompute)."),
+        click.option("--offload", type=click.Choice(OFFLOADS), default=None,
+                     help="KV below vLLM: fxctl's tier (default); LMCache's own, as comparison anchors: the "
+                     "fs_native, fs or raw_block L2 adapter of its MP server, or its in-process disk tier "
+                     "(lmcache-disk); or none (recompute)."),
         click.option("--lmcache-mode", type=click.Choice(["mp", "in-process"]), default=None,
                      help="LMCache's multi-process server (the default, on GPU and CPU hosts alike) or its "
                      "deprecated in-process plugin (where --offload lmcache-disk needs it, or to keep serving a "

@@ -52,21 +52,52 @@ def adapter_spec(l2_path: str, l2_bytes: int, metrics_port: int = 0, **tier: Any
     return {"type": "plugin", "module_path": ADAPTER_MODULE, "class_name": ADAPTER_CLASS, "adapter_params": params}
 
 
+# LMCache's own MP L2 adapters that find their data after a restart (serving-facts), as LMCache's docs configure
+# them: fs_native and fs with O_DIRECT (bypassing the page cache, as for fxctl's tier) and an LRU eviction block
+# (without one, max_capacity_gb only counts); raw_block on a preallocated file (its own index checkpoint).
+LMCACHE_ADAPTERS = ("fs_native", "fs", "raw_block")
+RAW_BLOCK_FILE = "raw_block.img"
+RAW_BLOCK_HEADER = 4096   # raw_block's slot header (its header_bytes default): a slot is header + one chunk
+RAW_BLOCK_META = 256 << 20   # its metadata region at the device's start (meta_total_bytes default)
+FS_WORKERS = 16      # fs_native's C++ I/O threads: 16 measured best here (serving-facts), as fxctl's IO_THREADS
+
+
+def lmcache_adapter_spec(kind: str, l2_path: str, l2_bytes: int, slot_bytes: int = 0) -> dict[str, Any]:
+    """The `--l2-adapter` JSON of one of LMCache's own persistent adapters, sized like fxctl's tier.
+    slot_bytes (raw_block): one chunk's bytes at most, a whole number of 4 KiB pages."""
+    if kind not in LMCACHE_ADAPTERS:
+        raise ValueError(f"not one of LMCache's persistent adapters: {kind!r} ({', '.join(LMCACHE_ADAPTERS)})")
+    eviction = {"eviction_policy": "LRU"}
+    if kind == "fs_native":
+        return {"type": "fs_native", "base_path": l2_path, "use_odirect": True, "num_workers": FS_WORKERS,
+                "max_capacity_gb": l2_bytes / 1e9, "eviction": eviction}
+    if kind == "fs":
+        return {"type": "fs", "base_path": l2_path, "use_odirect": True, "max_capacity_gb": l2_bytes / 1e9,
+                "eviction": eviction}
+    if slot_bytes <= 0 or slot_bytes % 4096:
+        raise ValueError(f"raw_block needs slot_bytes, a positive multiple of 4096 (got {slot_bytes})")
+    return {"type": "raw_block", "device_path": f"{l2_path}/{RAW_BLOCK_FILE}", "slot_bytes": slot_bytes,
+            "capacity_bytes": RAW_BLOCK_META + max(1, int(l2_bytes) // slot_bytes) * slot_bytes,
+            "io_engine": "posix"}
+
+
 def server_argv(python_or_lmcache_bin: str, port: int, l1_bytes: int, l2_path: str, l2_bytes: int,
                 metrics_port: int = 0, *, http_port: int = 8080, host: str = LOOPBACK,
                 chunk_size: int = CHUNK_TOKENS,
                 eviction_policy: str = "LRU", transfer_mode: str = "auto", instance_id: str = "",
-                tier: dict[str, Any] | None = None, extra_args: list[str] | None = None) -> list[str]:
+                tier: dict[str, Any] | None = None, extra_args: list[str] | None = None,
+                adapter: dict[str, Any] | None = None) -> list[str]:
     """`lmcache server` with fxctl's tier as its only L2 adapter.
 
     port: ZMQ request port (vLLM's lmcache.mp.port); l1_bytes: LMCache's DRAM L1 (whole MiB at least);
     l2_path / l2_bytes: the tier's directory and capacity; metrics_port: the tier's /metrics (0: none);
     http_port: LMCache's HTTP API on `host` (/healthcheck, /status); chunk_size: tokens per chunk, as vLLM's
-    side expects (256, LMCache's default); tier: further TierConfig fields for the adapter.
+    side expects (256, LMCache's default); tier: further TierConfig fields for the adapter; adapter: another
+    `--l2-adapter` spec instead of fxctl's (LMCache's own, lmcache_adapter_spec: a comparison anchor).
     """
     if l1_bytes < 1 << 20:
         raise ValueError("LMCache's MP server needs an L1 of at least 1 MiB (--l1-size-gb)")
-    spec = adapter_spec(l2_path, l2_bytes, metrics_port, **(tier or {}))
+    spec = adapter or adapter_spec(l2_path, l2_bytes, metrics_port, **(tier or {}))
     argv = [*lmcache_command(python_or_lmcache_bin), "server",
             "--host", host, "--port", str(port),
             "--http-host", host, "--http-port", str(http_port),

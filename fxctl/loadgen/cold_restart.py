@@ -2,8 +2,14 @@
 
 Deployments of the same engine, model and prompts, one after another, each through `fxctl serve`:
   recompute         no offload: after a restart every prompt is prefilled again;
-  lmcache-disk      LMCache's own disk tier (LocalDiskBackend), in-process under fxctl's CPU connector;
   fxctl             fxctl's tier as the L2 adapter of LMCache's MP server (what `fxctl serve` deploys);
+  fs-native, fs, raw-block   LMCache's own persistent L2 adapters in the same MP server, started the same
+                    way with only `--l2-adapter` changed (fs_native and fs with O_DIRECT and LRU eviction,
+                    raw_block on a preallocated file): the anchors a user would pick for KV that survives;
+  floor             no restart and no offload: the prompts answered again from vLLM's own prefix cache, the
+                    engine's cost with no KV to move (what a tier's TTFT after a restart is measured against);
+  lmcache-disk      LMCache's in-process LocalDiskBackend (its index lives in memory: it finds nothing after a
+                    restart; kept as a labelled historical row);
   fxctl-in-process  fxctl's tier as LMCache's in-process storage plugin, under fxctl's CPU connector.
 For each: start, send every prompt once (phase 1: the tiers fill), restart the serving processes (phase 2:
 vLLM, LMCache and the tier all start again), send the same prompts again and measure them (phase 3),
@@ -32,8 +38,11 @@ from fxctl.errors import FxError
 
 # variant -> (offload, LMCache mode): fxctl's tier in LMCache's MP server (the default deployment) and as
 # the in-process plugin behind fxctl's CPU connector (the path LMCache's own disk tier takes)
-VARIANTS = {"recompute": ("none", None), "lmcache-disk": ("lmcache-disk", "in-process"),
-            "fxctl": ("fxctl", "mp"), "fxctl-in-process": ("fxctl", "in-process")}
+VARIANTS = {"recompute": ("none", None), "fxctl": ("fxctl", "mp"), "fs-native": ("lmcache-fs-native", "mp"),
+            "fs": ("lmcache-fs", "mp"), "raw-block": ("lmcache-raw-block", "mp"), "floor": ("none", None),
+            "lmcache-disk": ("lmcache-disk", "in-process"), "fxctl-in-process": ("fxctl", "in-process")}
+DEFAULT_VARIANTS = ("recompute", "fxctl", "fs-native", "fs", "raw-block", "floor")   # the rest on request
+NO_RESTART = ("floor",)   # measured from vLLM's prefix cache: nothing restarted, nothing evicted
 NONCE = 20261201          # the same prompts for every variant
 # How far an output logprob after the restart may be from the same deployment's own from-scratch run. With a
 # prefix from a cache, vLLM attends over the loaded prefix and computes the rest after it: the sums run in
@@ -57,7 +66,7 @@ class ColdRestartSpec:
     concurrency: int = 1
     port: int = 8100
     ready_timeout_s: float = 900.0
-    variants: tuple[str, ...] = tuple(VARIANTS)
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
     repeats: int = 1
     replicas: int = 1                # > 1: that many vLLM behind `fxctl serve`'s router; the load goes through it
     router_policy: str | None = None
@@ -79,6 +88,11 @@ def deployment_settings(spec: ColdRestartSpec, variant: str):
     return settings_from(load_profile(spec.profile), name=f"cold-{variant}", offload=offload, lmcache_mode=mode,
                          model=spec.model, python=spec.python, l2_dir=spec.l2_dir, port=spec.port,
                          state_dir=local_state_dir(), instances=spec.replicas, router_policy=spec.router_policy)
+
+
+def keep_everything() -> dict:
+    """The floor's phase 2: nothing evicted, so phase 3 is served from vLLM's own prefix cache."""
+    return {"kept": "vLLM's prefix cache (the floor: no restart, nothing evicted)"}
 
 
 def restart(settings, ready_timeout_s: float) -> Callable[[], dict]:
@@ -122,7 +136,8 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
         url = f"http://127.0.0.1:{router_port(settings) if routed else spec.port}"
         result = run_load(LoadSpec(url, workload, concurrency=spec.concurrency,
                                    requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,
-                                   evict=restart(settings, spec.ready_timeout_s),
+                                   evict=keep_everything if variant in NO_RESTART
+                                   else restart(settings, spec.ready_timeout_s),
                                    tier_metrics=tuple(f"http://127.0.0.1:{p.metrics_port}/metrics" for p in server),
                                    replicas=tuple(f"http://127.0.0.1:{p.port}" for p in engines) if routed else ()))
         if routed:
@@ -154,6 +169,7 @@ def spread_over_replicas(result: dict, engines: list, router_metrics_port: int) 
 def compare(results: dict[str, dict]) -> list[dict]:
     """One row per variant: R2's cold-recovery figures, the external-KV share, outputs against recompute."""
     base = results.get("recompute")
+    floor = results.get("floor")
     rows = []
     for variant, result in results.items():
         external = (result.get("tier_hits") or {}).get("external") or {}
@@ -163,7 +179,7 @@ def compare(results: dict[str, dict]) -> list[dict]:
         hits = external.get("hit_tokens", 0.0)
         row = {"variant": variant, "ttft_p50_s": result["median_ttft_ms"] / 1000,
                "output_tok_s": result["output_throughput"], "completed": result["completed"],
-               "failed": result["failed"],
+               "failed": result["failed"], "first_ttft_s": first_ttft(result),
                "kv_from_connector": min(1.0, hits / retrievable) if retrievable > 0 else 0.0,
                "kv_tokens_from_connector": hits, "kv_tokens_asked": external.get("query_tokens", 0.0),
                # fxctl's own count, where its tier exports one (MP mode): chunks served from L2 after the restart
@@ -174,6 +190,9 @@ def compare(results: dict[str, dict]) -> list[dict]:
             row["output_gain"] = (result["output_throughput"] / base["output_throughput"] - 1
                                   if base["output_throughput"] else None)
             row["logprobs_max_diff_vs_recompute"] = max_diff(result.get("logprobs"), base.get("logprobs"))
+        if floor is not None and floor["median_ttft_ms"]:
+            row["ttft_vs_floor"] = result["median_ttft_ms"] / floor["median_ttft_ms"]
+            row["first_ttft_vs_floor"] = first_ttft(result) / first_ttft(floor) if first_ttft(floor) else None
         # the same deployment computed every prompt from scratch in phase 1 (nothing stored yet): after the
         # restart its outputs must match, whatever served the KV
         fill = result["phases"]["fill"]
@@ -182,6 +201,12 @@ def compare(results: dict[str, dict]) -> list[dict]:
                                                        fill.get("texts"), fill.get("logprobs"))
         rows.append(row)
     return rows
+
+
+def first_ttft(result: dict) -> float | None:
+    """TTFT of the first prompt sent after the restart (the one that finds the tier cold), seconds."""
+    ttfts = result.get("ttfts") or {}
+    return ttfts[min(ttfts)] if ttfts else None
 
 
 def outputs_match(texts: dict | None, logprobs: dict | None, their_texts: dict | None,
@@ -217,7 +242,8 @@ def summarize_repeats(per_repeat: list[list[dict]]) -> list[dict]:
                "kv_from_connector": min(r["kv_from_connector"] for r in mine),
                "kv_tokens_from_connector": sum(r["kv_tokens_from_connector"] for r in mine),
                "outputs_match_recompute": all(r["outputs_match_recompute"] for r in mine)}
-        for key in ("ttft_p50_s", "output_tok_s", "ttft_ratio", "ttft_gain", "output_gain",
+        for key in ("ttft_p50_s", "output_tok_s", "ttft_ratio", "ttft_gain", "output_gain", "ttft_vs_floor",
+                    "first_ttft_vs_floor", "first_ttft_s",
                     "logprobs_max_diff_vs_recompute", "logprobs_max_diff_vs_fill"):
             values = [r[key] for r in mine if r.get(key) is not None]
             if values:

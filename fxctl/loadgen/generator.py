@@ -317,6 +317,7 @@ async def run_load(spec: LoadSpec, progress: Progress | None = None) -> dict:
         "phases": phases, "notes": notes, "slo": [str(limit) for limit in spec.slo or []],
         "logprobs": {r.index: r.token_logprobs for r in records if r.token_logprobs},
         "texts": {r.index: r.text for r in records if r.token_logprobs},
+        "ttfts": {r.index: r.ttft for r in records if r.ok and r.ttft is not None and r.index >= 0},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return result
 

@@ -11,7 +11,7 @@ from fxctl.plan import capacity, predict
 from fxctl.plan.capacity import Ask
 from fxctl.plan.inputs import Change, with_changes
 from fxctl.plan.kv import KvLayout, kv_layout
-from fxctl.plan.shape import ModelShape
+from fxctl.plan.shape import ModelShape, kv_dtype_of
 from fxctl.sim.profile import Profile
 
 SLO_TERM = re.compile(r"^\s*(ttft_p50|ttft_p90|tpot_p50)\s*<=\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$"
@@ -89,11 +89,7 @@ class Plan:
 
 
 def kv_of(profile: Profile, shape: ModelShape) -> KvLayout:
-    from fxctl.sim.cost import KV_DTYPE_OF_BYTES
-
-    dtype = profile.get("serving", "kv_cache_dtype") \
-        or KV_DTYPE_OF_BYTES.get(profile.get("model", "kv_dtype_bytes"), "auto")
-    return kv_layout(shape, dtype, int(profile.get("serving", "tensor_parallel", 1)),
+    return kv_layout(shape, kv_dtype_of(profile), int(profile.get("serving", "tensor_parallel", 1)),
                      int(profile.get("serving", "pipeline_parallel", 1) or 1))
 
 

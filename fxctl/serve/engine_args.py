@@ -17,6 +17,7 @@ from fxctl import data
 from fxctl.kvtier.lmcache_server import ADAPTER_CLASS, ADAPTER_MODULE
 from fxctl.paths import serve_cache_dir
 from fxctl.remote.command import sh
+from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import plan_instances
 from fxctl.serve.vllm_flags import flag_values
 
@@ -58,8 +59,10 @@ def expected_vllm(settings) -> dict:
 def expected_lmcache(settings) -> dict:
     """What LMCache's parsers must read (its ports and the tier's directory are fxctl's own rendering)."""
     l1 = settings.l1_bytes_per_instance * settings.instances
-    return {"mp.chunk_size": settings.chunk_size,
-            "l1 MiB": round(l1 / MIB), "l2 adapter": f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
+    common = {"mp.chunk_size": settings.chunk_size, "l1 MiB": round(l1 / MIB)}
+    if settings.offload in LMCACHE_ADAPTER_OF:   # LMCache's own adapter (an anchor): its spec is LMCache's
+        return common
+    return {**common, "l2 adapter": f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
             "l2_bytes": settings.l2_bytes_per_instance * settings.instances}
 
 

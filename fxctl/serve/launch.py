@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fxctl.errors import FxError
 from fxctl.remote.command import Command, script, sh
+from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import InstancePlan
 
 LOG_TAIL = 30
@@ -98,6 +99,9 @@ def start_instance(machine, plan: InstancePlan) -> str:
     mode = "systemd" if has_systemd(machine) else "process"
     directory = plan.state_path.rsplit("/", 1)[0]
     machine.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
+    if plan.device_file:   # raw_block's device: made once, never shrunk or rewritten (it holds the KV)
+        path, size = plan.device_file
+        machine.run(script('[ -e "$1" ] || truncate -s "$2" "$1"', path, str(size)), check=True)
     if plan.config_path and plan.lmcache_config is not None:
         machine.write_text(plan.config_path, plan.lmcache_yaml() or "")
     machine.write_text(plan.state_path, json.dumps({"mode": mode, "plan": plan.to_dict()}, indent=2) + "\n")
@@ -221,6 +225,13 @@ def confirm_tier(machine, plan: InstancePlan) -> str:
         return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
     if plan.offload == "none":
         return "no KV offload: vLLM recomputes what its own cache lost"
+    if plan.is_server and plan.offload in LMCACHE_ADAPTER_OF:   # LMCache's own adapter, a comparison anchor
+        kind = LMCACHE_ADAPTER_OF[plan.offload]
+        adapters = probe(machine, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
+        if f'"{kind}"' not in adapters:
+            raise FxError(f"{machine.name}: {plan.unit} answers, but LMCache's {kind} is not its L2 adapter "
+                          f"(adapters: {adapters[:160]})", f"see {plan.log_path}")
+        return f"LMCache's own {kind} L2 adapter at {plan.l2_path} (a comparison anchor; no fxctl tier metrics)"
     if plan.is_server:   # LMCache lists a plugin adapter only as "plugin": fxctl's adapter answers on its own port
         adapters = probe(machine, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
         tier = tier_metrics(machine, plan)

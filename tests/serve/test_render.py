@@ -165,3 +165,52 @@ def test_dev_endpoints_do_not_unpin_the_gpus():
     settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), l2_dir=L2_DIR)
     engine = [p for p in plan_instances(with_(settings, dev_endpoints=True), "gpu1") if not p.is_server][1]
     assert engine.env["VLLM_SERVER_DEV_MODE"] == "1" and engine.env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_lmcache_own_persistent_adapters_replace_only_the_l2_adapter():
+    """--offload lmcache-fs-native / lmcache-fs / lmcache-raw-block (issue 28 #1): the same MP server, the
+    same L1 and chunk size, only --l2-adapter changed; no fxctl tier metrics; raw_block's slot holds its
+    header and one chunk of the profile's model, on a device file made before the server starts."""
+    import json as json_
+
+    from fxctl.kvtier.lmcache_server import RAW_BLOCK_META
+
+    def server_of(offload):
+        settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3",
+                                 model="/m", offload=offload)
+        server, engine = plan_instances(settings, "local")
+        argv = list(server.argv)
+        return settings, server, engine, json_.loads(argv[argv.index("--l2-adapter") + 1]), argv
+
+    ours = server_of("fxctl")
+    assert ours[3]["type"] == "plugin" and ours[3]["adapter_params"]["model"] == "/m" and ours[1].metrics_port
+    assert ours[0].kv_chunk_bytes == 256 * 3072          # 6 layers x 2 x 2 heads x 64 x 2 B a token
+    for offload, kind in (("lmcache-fs-native", "fs_native"), ("lmcache-fs", "fs"), ("lmcache-raw-block", "raw_block")):
+        settings, server, engine, spec, argv = server_of(offload)
+        assert spec["type"] == kind and server.metrics_port == 0 and "LMCacheMPConnector" in engine.shell_line()
+        same = [a for a in argv if a != argv[argv.index("--l2-adapter") + 1]]
+        assert same == [a for a in ours[4] if a != ours[4][ours[4].index("--l2-adapter") + 1]]
+        if kind != "raw_block":
+            assert spec["use_odirect"] is True and spec["eviction"] == {"eviction_policy": "LRU"}
+            assert spec["max_capacity_gb"] == settings.l2_bytes_per_instance / 1e9 and server.device_file is None
+        else:
+            assert spec["slot_bytes"] == 256 * 3072 + 4096 and spec["slot_bytes"] % 4096 == 0
+            slots = settings.l2_bytes_per_instance // spec["slot_bytes"]
+            assert spec["capacity_bytes"] == RAW_BLOCK_META + slots * spec["slot_bytes"]
+            assert server.device_file == (spec["device_path"], spec["capacity_bytes"])
+            assert spec["device_path"] == f"{server.l2_path}/raw_block.img"
+
+
+def test_raw_block_without_a_model_shape_says_what_it_needs():
+    from dataclasses import replace
+
+    from fxctl.kvtier.lmcache_server import lmcache_adapter_spec
+
+    settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/p", model="/m",
+                             offload="lmcache-raw-block")
+    with pytest.raises(BadInput, match="needs the model's KV size per chunk"):
+        plan_instances(replace(settings, kv_chunk_bytes=0), "local")   # a profile without the model's shape
+    with pytest.raises(ValueError, match="not one of LMCache's persistent adapters"):
+        lmcache_adapter_spec("nixl", "/d", 1 << 30)
+    with pytest.raises(ValueError, match="multiple of 4096"):
+        lmcache_adapter_spec("raw_block", "/d", 1 << 30, slot_bytes=1000)
