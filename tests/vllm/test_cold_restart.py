@@ -1,6 +1,7 @@
 """Real cold recovery: after a full restart of vLLM + LMCache, fxctl's tier serves every prompt token and the
-outputs equal recomputation; so do LMCache's own persistent MP adapters deployed the same way (fs_native and
-raw_block: the anchors of issue 28, which `fxctl serve --offload lmcache-*` deploys); LMCache's in-process
+outputs equal recomputation; so does LMCache's own raw_block MP adapter deployed the same way (`fxctl serve
+--offload lmcache-raw-block`: an anchor of issue 28, the one with a device file and a slot size fxctl works out;
+fs_native and fs are plain JSON specs, checked in test_render and run by the bench); LMCache's in-process
 disk tier serves none after the same restart (its index lives in memory). Functional facts only: the speed
 figures are printed by `fxctl bench cold-restart` (README)."""
 
@@ -16,15 +17,15 @@ def test_fxctl_tier_serves_everything_after_a_restart_lmcache_disk_nothing(servi
     # `fxctl bench cold-restart`'s, not this test's; leaving it out saves two vLLM starts (~2.5 of 10 minutes)
     spec = ColdRestartSpec(python=serving_python, model=tiny_model, l2_dir=str(tmp_path / "l2"), prompts=2,
                            prompt_tokens=2048, output_tokens=8, port=8221,
-                           variants=("lmcache-disk", "fxctl", "fxctl-in-process", "fs-native", "raw-block"))
+                           variants=("lmcache-disk", "fxctl", "fxctl-in-process", "raw-block"))
     result = run(spec)
     rows = {row["variant"]: row for row in result["rows"]}
-    assert set(rows) == {"lmcache-disk", "fxctl", "fxctl-in-process", "fs-native", "raw-block"}
+    assert set(rows) == {"lmcache-disk", "fxctl", "fxctl-in-process", "raw-block"}
     assert all(row["completed"] == 2 and row["failed"] == 0 for row in rows.values())
     # every prompt token a connector can supply came back after the restart: from fxctl's tier in LMCache's MP
     # server (LMCacheMPConnector) and as its in-process plugin behind fxctl's CPU connector, and from LMCache's
-    # own fs_native and raw_block adapters in the same MP server (deployed by fxctl serve --offload lmcache-*)
-    for ours in ("fxctl", "fxctl-in-process", "fs-native", "raw-block"):
+    # own raw_block adapter in the same MP server (deployed by fxctl serve --offload lmcache-raw-block)
+    for ours in ("fxctl", "fxctl-in-process", "raw-block"):
         assert rows[ours]["kv_from_connector"] == 1.0, ours
         assert rows[ours]["kv_tokens_from_connector"] == 2 * (2048 - 1), ours  # all but each prompt's last
         # ... and the outputs after the restart are what the deployment computed from scratch: the same text,
