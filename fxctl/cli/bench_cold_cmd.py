@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fxctl.loadgen.cold_restart import DEFAULT_VARIANTS, VARIANTS
+from fxctl.loadgen.cold_restart import DEFAULT_VARIANTS, NO_RESTART, VARIANTS
 from fxctl.output import emit
 from fxctl.serve.router_settings import DEFAULT_POLICY as DEFAULT_ROUTER_POLICY
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
@@ -86,8 +86,9 @@ def spread(row: dict, key: str, fmt: str) -> str:
 
 def row_cells(row: dict) -> tuple:
     same = row.get("outputs_match_recompute")
+    kv = "- (vLLM's own cache)" if row["variant"] in NO_RESTART else f"{100 * row['kv_from_connector']:.0f} %"
     return (row["variant"], spread(row, "ttft_p50_s", ".3f"), spread(row, "first_ttft_s", ".3f"),
             spread(row, "output_tok_s", ".1f"), spread(row, "ttft_ratio", ".2f"), spread(row, "ttft_vs_floor", ".2f"),
-            spread(row, "first_ttft_vs_floor", ".2f"), f"{100 * row['kv_from_connector']:.0f} %",
+            spread(row, "first_ttft_vs_floor", ".2f"), kv,
             {True: "yes", False: "NO", None: "-"}[same], spread(row, "logprobs_max_diff_vs_recompute", ".3g"),
             row["failed"])

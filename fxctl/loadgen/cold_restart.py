@@ -6,8 +6,10 @@ Deployments of the same engine, model and prompts, one after another, each throu
   fs-native, fs, raw-block   LMCache's own persistent L2 adapters in the same MP server, started the same
                     way with only `--l2-adapter` changed (fs_native and fs with O_DIRECT and LRU eviction,
                     raw_block on a preallocated file): the anchors a user would pick for KV that survives;
-  floor             no restart and no offload: the prompts answered again from vLLM's own prefix cache, the
-                    engine's cost with no KV to move (what a tier's TTFT after a restart is measured against);
+  floor             fxctl's deployment, not restarted: the prompts answered again from vLLM's own prefix
+                    cache, the engine's cost with no KV to move (what a tier's TTFT after a restart is measured
+                    against), in the same engine configuration as the tiers' (a no-offload vLLM runs another
+                    path here: its prefill took 1.8x as long and its logprobs differ by up to 1.16);
   lmcache-disk      LMCache's in-process LocalDiskBackend (its index lives in memory: it finds nothing after a
                     restart; kept as a labelled historical row);
   fxctl-in-process  fxctl's tier as LMCache's in-process storage plugin, under fxctl's CPU connector.
@@ -39,7 +41,7 @@ from fxctl.errors import FxError
 # variant -> (offload, LMCache mode): fxctl's tier in LMCache's MP server (the default deployment) and as
 # the in-process plugin behind fxctl's CPU connector (the path LMCache's own disk tier takes)
 VARIANTS = {"recompute": ("none", None), "fxctl": ("fxctl", "mp"), "fs-native": ("lmcache-fs-native", "mp"),
-            "fs": ("lmcache-fs", "mp"), "raw-block": ("lmcache-raw-block", "mp"), "floor": ("none", None),
+            "fs": ("lmcache-fs", "mp"), "raw-block": ("lmcache-raw-block", "mp"), "floor": ("fxctl", "mp"),
             "lmcache-disk": ("lmcache-disk", "in-process"), "fxctl-in-process": ("fxctl", "in-process")}
 DEFAULT_VARIANTS = ("recompute", "fxctl", "fs-native", "fs", "raw-block", "floor")   # the rest on request
 NO_RESTART = ("floor",)   # measured from vLLM's prefix cache: nothing restarted, nothing evicted
