@@ -13,8 +13,14 @@ the hub serves under it.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
+import time
+from collections.abc import Iterable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npz")
 SAMPLES, SAMPLE_BYTES = 64, 64 * 1024
@@ -51,3 +57,27 @@ def sample_file(path: Path, digest) -> None:
         step = (size - SAMPLE_BYTES) // (SAMPLES - 1)
         for i in range(SAMPLES):
             digest.update(os.pread(handle.fileno(), SAMPLE_BYTES, i * step))
+
+
+def other_weights(keys: Iterable[str], namespace: str) -> set[str]:
+    """Of a tier's keys, the chunk names held under another fingerprint (the same model path with other
+    weights, or chunks from before fingerprints): a lookup of one of them misses and is counted."""
+    if not namespace:
+        return set()
+    mine = namespace + "/"
+    return {key.split("/", 1)[1] if "/" in key else key for key in list(keys) if not key.startswith(mine)}
+
+
+def record_model(directory: str, model: str, namespace: str, others: int) -> None:
+    """model.json in L2's directory: which weights the tier serves since this start (for operators)."""
+    path = os.path.join(directory, "model.json")
+    try:
+        with open(path + ".tmp", "w") as handle:
+            json.dump({"model": model, "fingerprint": namespace, "started": time.time(),
+                       "chunks_of_other_weights": others}, handle)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:   # a record for people; the tier serves without it
+        log.warning("kvtier: cannot record the model's fingerprint in %s: %s", path, exc)
+    if others:
+        log.warning("kvtier: %d chunks in %s belong to other weights than %s (fingerprint %s): never served",
+                    others, directory, model, namespace)

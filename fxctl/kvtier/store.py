@@ -11,9 +11,7 @@ Errors of L2 never reach the caller: they are misses or skipped writes, counted 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -24,7 +22,7 @@ from fxctl.kvtier.admission import Admission
 from fxctl.kvtier.buffers import ALIGN, BufferPool, is_aligned
 from fxctl.kvtier.config import TierConfig, padded
 from fxctl.kvtier.dram import DramPool, L1Chunk
-from fxctl.kvtier.fingerprint import fingerprint
+from fxctl.kvtier.fingerprint import fingerprint, other_weights, record_model
 from fxctl.kvtier.l2 import L2Tier
 from fxctl.kvtier.metrics import TierMetrics
 from fxctl.kvtier.segments import usable_cpus
@@ -43,8 +41,9 @@ class TierStore:
         self.admission = Admission(cfg.l2_admission)
         self.l2 = self._open_l2() if cfg.l2_bytes > 0 and cfg.l2_path else None
         self.namespace = fingerprint(cfg.model)
-        self._foreign = self._other_weights()
-        self._record_model()
+        self._foreign = other_weights(self.l2.index, self.namespace) if self.l2 is not None else set()
+        if self.namespace and self.l2 is not None:
+            record_model(cfg.l2_path, cfg.model, self.namespace, len(self._foreign))
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._pins: Counter[str] = Counter()
@@ -67,31 +66,6 @@ class TierStore:
     def key(self, name: str) -> str:
         """The store's key for a caller's chunk name: under the model's fingerprint when the tier has one."""
         return f"{self.namespace}/{name}" if self.namespace else name
-
-    def _other_weights(self) -> set[str]:
-        """Names the tier holds under another fingerprint (the same model path with other weights, or before
-        fingerprints): a lookup of one of them misses and is counted (model_mismatches)."""
-        if not self.namespace or self.l2 is None:
-            return set()
-        mine = self.namespace + "/"
-        return {key.split("/", 1)[1] if "/" in key else key for key in list(self.l2.index) if not key.startswith(mine)}
-
-    def _record_model(self) -> None:
-        """model.json in L2's directory: which model's KV the tier serves since this start (for operators)."""
-        if not self.namespace or self.l2 is None:
-            return
-        record = {"model": self.cfg.model, "fingerprint": self.namespace, "started": time.time(),
-                  "chunks_of_other_weights": len(self._foreign)}
-        path = os.path.join(self.cfg.l2_path, "model.json")
-        try:
-            with open(path + ".tmp", "w") as handle:
-                json.dump(record, handle)
-            os.replace(path + ".tmp", path)
-        except OSError as exc:   # a record for people; the tier serves without it
-            log.warning("kvtier: cannot record the model's fingerprint in %s: %s", path, exc)
-        if self._foreign:
-            log.warning("kvtier: %d chunks in %s belong to other weights than %s (fingerprint %s): never served",
-                        len(self._foreign), self.cfg.l2_path, self.cfg.model, self.namespace)
 
     def count_mismatches(self, names: Sequence[str]) -> int:
         """Of chunk names that missed, how many the tier holds under other weights; counted."""
