@@ -113,4 +113,4 @@ def write_plot(result: dict, path: Path) -> str | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return str(path)
+    return str(path.resolve())
