@@ -140,14 +140,13 @@ def emulate_plan(plan: Plan) -> None:
 
 
 def search_hardware(plan: Plan) -> dict | None:
-    """The least SSDs and links (bottleneck first, from the arithmetic's lower bound) whose emulated cold
-    recovery meets the SLO; None when none up to the search's limits does."""
+    """The least SSDs and links (from the arithmetic's lower bound up, the bottleneck first) whose emulated
+    cold recovery meets the SLO, whatever the given hardware has; met_by None when none up to the search's
+    limits does."""
     p, b = plan.profile, plan.bandwidth
     ssd = p.get("tiers", "l2_ssd_read_gbs") * p.get("tiers", "l2_read_efficiency", 1)
     link = p.get("tiers", "l2_link_gbits") / 8 * p.get("tiers", "l2_link_efficiency", 1)
-    start_ssds = max(p.get("tiers", "l2_ssd_count", 1), b.ssds_needed or 1)
-    start_links = max(p.get("tiers", "l2_links", 1), b.links_needed or 1)
-    search = predict.hardware_search(start_ssds, start_links, ssd, link)
+    search = predict.hardware_search(b.ssds_needed or 1, b.links_needed or 1, ssd, link)
     tried = []
     try:
         ssds, links = next(search)
