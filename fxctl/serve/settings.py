@@ -179,13 +179,16 @@ def vllm_settings_of(loaded, spec: dict, given: dict) -> dict:
 
 def kv_chunk_bytes(loaded, tensor_parallel: int) -> int:
     """One LMCache chunk of the profile's model on one TP rank (vLLM's per-rank KV, fxctl.plan.kv); 0 when
-    the profile has no model shape (the fixed-delay emulator)."""
+    the profile has no model shape (the fixed-delay emulator) or a KV dtype fxctl does not know."""
     if loaded.cost_model != "roofline" or not loaded.get("model", "layers"):
         return 0
     from fxctl.plan.kv import kv_layout
     from fxctl.plan.shape import from_profile, kv_dtype_of
 
-    per_token = kv_layout(from_profile(loaded), kv_dtype_of(loaded), int(tensor_parallel or 1)).per_gpu_bytes
+    try:
+        per_token = kv_layout(from_profile(loaded), kv_dtype_of(loaded), int(tensor_parallel or 1)).per_gpu_bytes
+    except BadInput:   # a KV dtype fxctl does not size (the host's vLLM judges it in pre-flight): unknown here
+        return 0
     return int(loaded.get("tiers", "chunk_tokens", CHUNK_TOKENS)) * per_token
 
 
