@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from fxctl.plan.kv import KvLayout
+from fxctl.sim.connector import tier_rates
 from fxctl.sim.profile import Profile
 from fxctl.units import GB
 
@@ -64,7 +65,8 @@ class Bandwidth:
     link_gbs: float                # links x rate x protocol efficiency
     ssds_needed: int | None
     links_needed: int | None
-    write_gbs_needed: float | None = None
+    ssd_gbs: float = 0.0           # one SSD's share of array_gbs, one link's of link_gbs
+    one_link_gbs: float = 0.0
     notes: list[str] = field(default_factory=list)
 
 
@@ -128,22 +130,18 @@ def tiers(profile: Profile, kv: KvLayout, ask: Ask) -> Tiers:
                  ask.reuse_window * context_gb, notes)
 
 
-def link_rate_gbs(profile: Profile) -> float:
-    t = lambda key, default=0: profile.get("tiers", key, default)  # noqa: E731
-    return t("l2_links", 1) * t("l2_link_gbits", 100) / 8 * t("l2_link_efficiency", 1)
-
-
 def bandwidth(profile: Profile, kv: KvLayout, ask: Ask, ttft_target_s: float | None) -> Bandwidth:
-    t = lambda key, default=0: profile.get("tiers", key, default)  # noqa: E731
+    """The L2 read rate a cold recovery of `concurrency` contexts needs, from the emulator's own rates
+    (fxctl.sim.connector.tier_rates: one formula for the array, the links and the per-request cap)."""
+    rates = tier_rates(profile, "fxctl")
     context_gb = ask.context * kv.stored_bytes / GB
     burst = ask.concurrency * context_gb
-    ssd = t("l2_ssd_read_gbs", 1) * t("l2_read_efficiency", 1)
-    one_link = t("l2_link_gbits", 100) / 8 * t("l2_link_efficiency", 1)
-    cap = t("l2_request_read_gbs", 0) * t("l2_read_efficiency", 1) or math.inf
-    out = Bandwidth(ttft_target_s, burst, None, None, cap, t("l2_ssd_count", 1) * ssd, link_rate_gbs(profile),
-                    None, None)
+    ssd, one_link = rates.array_bps / rates.ssds / GB, rates.link_bps / rates.links / GB
+    cap = rates.l2_request_bps / GB
+    out = Bandwidth(ttft_target_s, burst, None, None, cap, rates.array_bps / GB, rates.link_bps / GB,
+                    None, None, ssd_gbs=ssd, one_link_gbs=one_link)
     if ask.ssd_write_gbs is not None:
-        out.notes.append(f"writes: the array takes {t('l2_ssd_count', 1) * ask.ssd_write_gbs:.1f} GB/s; "
+        out.notes.append(f"writes: the array takes {rates.ssds * ask.ssd_write_gbs:.1f} GB/s; "
                          "the write-behind rate needed is in the prediction")
     if not ttft_target_s:
         return out

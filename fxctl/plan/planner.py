@@ -144,9 +144,7 @@ def search_hardware(plan: Plan) -> dict | None:
     cold recovery meets the SLO, whatever the given hardware has; met_by None when none up to the search's
     limits does."""
     p, b = plan.profile, plan.bandwidth
-    ssd = p.get("tiers", "l2_ssd_read_gbs") * p.get("tiers", "l2_read_efficiency", 1)
-    link = p.get("tiers", "l2_link_gbits") / 8 * p.get("tiers", "l2_link_efficiency", 1)
-    search = predict.hardware_search(b.ssds_needed or 1, b.links_needed or 1, ssd, link)
+    search = predict.hardware_search(b.ssds_needed or 1, b.links_needed or 1, b.ssd_gbs, b.one_link_gbs)
     tried = []
     try:
         ssds, links = next(search)

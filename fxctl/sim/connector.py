@@ -28,6 +28,10 @@ class TierRates:
     l2_bps: float
     l2_request_bps: float
     l2_backend: str
+    array_bps: float = 0.0           # SSDs x read rate x the backend's read efficiency
+    link_bps: float = 0.0            # links x rate x protocol efficiency (l2_bps is the smaller of the two)
+    ssds: int = 1
+    links: int = 1
 
 
 def tier_rates(profile: Profile, backend: str | None = None) -> TierRates:
@@ -48,6 +52,7 @@ def tier_rates(profile: Profile, backend: str | None = None) -> TierRates:
         l2_bps=min(array_bps, link_bps),
         l2_request_bps=request_bps * efficiency,
         l2_backend=backend,
+        array_bps=array_bps, link_bps=link_bps, ssds=int(t("l2_ssd_count", 1)), links=int(t("l2_links", 1)),
     )
 
 
