@@ -28,7 +28,8 @@ arrays:
 
 CASES = [
     ("unknown top-level key", GOOD_HOSTS + "hostz: {}\n",
-     "inv.yaml:5: hostz: unknown key; allowed here: version, defaults, hosts, groups, arrays, network, serve, lab"),
+     "inv.yaml:5: hostz: unknown key; allowed here: version, defaults, hosts, groups, arrays, network, serve, "
+     "monitoring, lab"),
     ("missing version", "hosts: {a: {address: 192.0.2.1}}\n",
      "inv.yaml:1: missing required key 'version'"),
     ("wrong version", "version: 2\nhosts: {a: {address: 192.0.2.1}}\n",
@@ -122,7 +123,8 @@ CASES = [
     ("unknown serve key", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instance: 2\n",
      "inv.yaml:7: serve.instance: unknown key; allowed here: hosts, profile, engine, model, tensor_parallel, "
      "pipeline_parallel, instances, port, max_num_seqs, max_model_len, max_num_batched_tokens, "
-     "gpu_memory_utilization, block_size, kv_cache_dtype, l1_size, l2_size, l2_dir, python, state_dir, router"),
+     "gpu_memory_utilization, block_size, kv_cache_dtype, l1_size, l2_size, l2_dir, python, state_dir, router, "
+     "metrics_address"),
     ("empty drives", GOOD_HOSTS + ARRAY.replace("[{serial: SN1}, {serial: SN2}]", "[]"),
      "inv.yaml:10: arrays[0].drives: needs at least 1 item(s)"),
     ("role listed twice", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [target, target]}\n",

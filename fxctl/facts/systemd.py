@@ -25,3 +25,21 @@ class UnitEnabled(Fact):
             return None
         lines = [line.strip() for line in stdout.splitlines() if line.strip()]
         return lines[-1] if lines else "not-found"
+
+
+class UnitActive(Fact):
+    """`systemctl is-active UNIT`: True when it runs; None where systemd is absent."""
+
+    ok_codes = (0, 1, 2, 3, 4, NO_SYSTEMD + 100)
+
+    def __init__(self, unit: str):
+        self.unit = unit
+
+    def command(self):
+        return script('command -v systemctl >/dev/null || exit 103; systemctl is-active "$1" 2>/dev/null', self.unit)
+
+    def parse(self, stdout: str, exit_code: int = 0) -> bool | None:
+        if exit_code == NO_SYSTEMD + 100:
+            return None
+        lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+        return bool(lines) and lines[-1] in ("active", "reloading", "activating")

@@ -16,6 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator, model
 from fxctl.errors import BadInput
 from fxctl.inventory import validators as v
 from fxctl.inventory.fields import Bool, Str, between, checked, fraction, items, one_of, refuse, shape, size, unique
+from fxctl.serve.listen import METRICS_ADDRESSES
 from fxctl.serve.router_settings import MODES as ROUTER_MODES
 from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 from fxctl.serve.vllm_flags import INT_RANGES
@@ -217,6 +218,7 @@ class ServeSpec:
     python: Str | None = None            # python interpreter of the serving environment
     state_dir: checked(v.mount_point) | None = None   # configs, logs and state on the hosts (/var/lib/fxctl/serve)
     router: RouterSpec | None = None
+    metrics_address: one_of(*METRICS_ADDRESSES) | None = None   # the tier's and router's metrics: loopback or all
 
     @model_validator(mode="before")
     @classmethod
@@ -234,6 +236,15 @@ class ServeSpec:
 
 
 @shape
+class MonitoringSpec:
+    """monitoring: the array exporter `fxctl provision` runs on initiators (fxctl-array-exporter.service)."""
+
+    exporter_address: checked(v.ip_address) = "127.0.0.1"   # 0.0.0.0 (or the host's) for a central Prometheus
+    exporter_port: Port = 9105
+    exporter_textfile: checked(v.textfile_path) | None = None   # also written for node-exporter's textfile collector
+
+
+@shape
 class Inventory:
     version: one_of(1)
     defaults: HostOptions = HostOptions()
@@ -242,6 +253,7 @@ class Inventory:
     arrays: tuple[ArraySpec, ...] = ()
     network: NetworkSpec | None = None
     serve: ServeSpec | None = None
+    monitoring: MonitoringSpec = MonitoringSpec()
     lab: dict[Name, Any] = Field(default_factory=dict)  # facts written by fxctl lab
     path: Path = dataclasses.field(default=Path("<inventory>"), init=False)
 

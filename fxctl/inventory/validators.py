@@ -130,6 +130,14 @@ SYSTEM_DIRS = ("/home", "/root", "/tmp", "/var", "/var/lib", "/var/log", "/var/c
                "/var/run", "/var/lib/dpkg", "/var/lib/systemd", "/opt", "/srv", "/mnt", "/media")
 
 
+def textfile_path(value: Any) -> str | None:
+    """A file for node-exporter's textfile collector: an absolute path ending in .prom."""
+    if isinstance(value, str) and MOUNT_RE.fullmatch(value) and value.endswith(".prom") and "/../" not in value:
+        return None
+    return "must be an absolute path ending in .prom (letters, digits and ._-), such as " \
+           "/var/lib/prometheus/node-exporter/fxctl-array.prom"
+
+
 def array_mount(value: Any) -> str | None:
     """Where an array's XFS is mounted: a mount point, and not over a directory the system lives in."""
     if reason := mount_point(value):

@@ -19,6 +19,7 @@ from fxctl.provision.initiator import (
     IdentityRecipe,
     RaidRecipe,
 )
+from fxctl.provision.exporter import ExporterRecipe
 from fxctl.provision.target import TargetRecipe
 from fxctl.provision.teardown import InitiatorTeardown, TargetTeardown
 from fxctl.remote.command import sh
@@ -118,6 +119,8 @@ def provision(inventory: Inventory, *, arrays: list[str] | None = None, check: b
     runner.round("timeouts at boot", initiators, BootTimeoutsRecipe(chosen), blocked_by=target_of)
     runner.round("raid", initiators, RaidRecipe(chosen, wipe), blocked_by=target_of)
     runner.round("filesystem", initiators, FilesystemRecipe(chosen, wipe), blocked_by=target_of)
+    runner.round("array exporter", initiators, ExporterRecipe(inventory.arrays, chosen, inventory.monitoring),
+                 blocked_by=target_of)
     if not check:
         from fxctl.provision.verify import verify_arrays
         ok_initiators = [inventory.hosts[i] for i in dict.fromkeys(initiators) if i not in runner.failed]
@@ -135,4 +138,7 @@ def destroy(inventory: Inventory, *, arrays: list[str] | None = None, check: boo
     runner.round("initiator teardown", initiators, InitiatorTeardown(chosen, wipe))
     runner.round("target teardown", [a.target for a in chosen],
                  TargetTeardown(inventory.arrays, tuple(a.name for a in chosen), wipe), blocked_by=initiators_of)
+    # last: a host whose exporter cannot be updated blocks no teardown
+    runner.round("array exporter", initiators,
+                 ExporterRecipe(inventory.arrays, chosen, inventory.monitoring, removing=True))
     return result
