@@ -50,8 +50,8 @@ def test_inventory_check_imports_only_what_it_needs(tmp_path):
     out = loaded_by("-i", str(inventory), "inventory", "check")
     assert out["code"] == 0
     assert command_modules(out["loaded"]) == {"inventory_cmd"}
-    # the inventory validates against two leaf modules of serve's settings (router policies, vLLM flags)
-    leaves = ("fxctl.serve", "fxctl.serve.router_settings", "fxctl.serve.vllm_flags")
+    # the inventory validates against leaf modules of serve's settings (router policies, vLLM flags, listen)
+    leaves = ("fxctl.serve", "fxctl.serve.router_settings", "fxctl.serve.vllm_flags", "fxctl.serve.listen")
     assert not [m for m in out["loaded"] if m not in leaves and m.startswith((
         "fxctl.serve", "fxctl.lab", "fxctl.kvtier", "fxctl.remote.session", "paramiko", "fabric", "aiohttp",
         "numpy"))], out["loaded"]

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import shlex
-
 import click
 
+from fxctl.cli.serve_options import name_option, resolve_where, start_options, where_options  # noqa: F401
 from fxctl.errors import BadInput, ExitCode
-from fxctl.inventory.validators import parse_size
 from fxctl.output import emit, table
-from fxctl.serve.router_settings import DEFAULT_POLICY
-from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
-from fxctl.serve.settings import OFFLOADS
 
 START_HELP = """Start serving: pre-flight, launch each instance, wait until ready, confirm fxctl's tier loaded.
 
@@ -31,97 +26,12 @@ Examples:
 """
 
 
-def size_option(_ctx, _param, value):
-    if value is None:
-        return None
-    try:
-        size = parse_size(value)
-    except (ValueError, TypeError) as exc:
-        raise click.BadParameter(str(exc)) from None
-    if not size:
-        raise click.BadParameter(f"{value!r} is not a size like 64GiB")
-    return size
-
-
-def name_option(_ctx, _param, value):
-    from fxctl.serve.settings import NAME_RE
-
-    if value is not None and not NAME_RE.fullmatch(value):
-        raise click.BadParameter(f"{value!r}: lowercase letters, digits and '-', at most 40")
-    return value
-
-
-def where_options(func):
-    func = click.option("--name", default=None, callback=name_option,
-                        help="Deployment name (default: all for status/stop/logs; "
-                        "'main' for start).")(func)
-    func = click.option("--host", "hosts", multiple=True, help="Inventory host (repeatable); default: "
-                        "serve.hosts of the inventory.")(func)
-    func = click.option("--local", "local", is_flag=True, help="This machine, not the inventory's hosts.")(func)
-    return func
-
-
-def start_options(func):
-    options = [
-        click.option("--profile", "profile_name", default=None, help="Profile in profiles/ or a YAML path "
-                     "(default: the inventory's serve.profile)."),
-        click.option("--engine", type=click.Choice(["vllm", "sim"]), default=None,
-                     help="vllm (default) or sim: fxctl's emulator with the same profile."),
-        click.option("--offload", type=click.Choice(OFFLOADS), default=None,
-                     help="KV below vLLM: fxctl's tier (default); LMCache's own, as comparison anchors: the "
-                     "fs_native, fs or raw_block L2 adapter of its MP server, or its in-process disk tier "
-                     "(lmcache-disk); or none (recompute)."),
-        click.option("--lmcache-mode", type=click.Choice(["mp", "in-process"]), default=None,
-                     help="LMCache's multi-process server (the default, on GPU and CPU hosts alike) or its "
-                     "deprecated in-process plugin (where --offload lmcache-disk needs it, or to keep serving a "
-                     "warm in-process tier)."),
-        click.option("--model", default=None, help="Model id (default: the profile's)."),
-        click.option("--tp", "tensor_parallel", type=click.IntRange(1, 64), default=None,
-                     help="Tensor-parallel size per instance."),
-        click.option("--pp", "pipeline_parallel", type=click.IntRange(1, 64), default=None,
-                     help="Pipeline-parallel stages: > 1 serves one model across that many hosts (one stage per "
-                     "host, --tp within it) with a Ray cluster under vLLM (head on the first host); needs "
-                     "--offload none."),
-        click.option("--instances", type=click.IntRange(1, 64), default=None, help="Instances per host."),
-        click.option("--port", type=click.IntRange(1, 65535), default=None, help="First instance's port "
-                     "(instance i: port + i; default 8000)."),
-        click.option("--max-num-seqs", type=click.IntRange(1, 65536), default=None, help="vLLM --max-num-seqs."),
-        click.option("--l1-size", "l1_bytes", callback=size_option, default=None,
-                     help="DRAM tier per host (LMCache's CPU pool), e.g. 64GiB."),
-        click.option("--l2-size", "l2_bytes", callback=size_option, default=None, help="L2 per host, e.g. 2TiB."),
-        click.option("--l2-dir", default=None, help="L2 directory on the array's mount (default: the inventory's "
-                     "serve.l2_dir, or <the host's array mount>/fxtier)."),
-        click.option("--python", default=None, help="Python of the serving env (vllm is beside it)."),
-        click.option("--time-scale", type=click.FloatRange(min=0), default=None,
-                     help="Emulator only: wall seconds per model second (default 1)."),
-        click.option("--router", "router_mode", type=click.Choice(["auto", "on", "off"]), default=None,
-                     help="vllm-router in front of the instances: auto (default: when there is more than one "
-                     "vLLM over all hosts), on, off. Runs on serve.router.host or the first serving host."),
-        click.option("--router-policy", type=click.Choice(ROUTER_POLICIES), default=None,
-                     help=f"The router's policy (default: serve.router.policy, the profile's serving.router.policy, "
-                     f"else {DEFAULT_POLICY})."),
-        click.option("--router-port", type=click.IntRange(1, 65534), default=None,
-                     help="The router's port (default: first vLLM port + 80; its metrics: the next one)."),
-        click.option("--ready-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
-                     help="Seconds to wait for /health and /v1/models."),
-        click.option("--dry-run", is_flag=True, help="Print what would run, where (env, argv, LMCache YAML); "
-                     "run nothing."),
-        click.option("--skip-preflight", is_flag=True, help="Launch without the pre-flight checks."),
-        click.option("--no-install", is_flag=True, help="Pre-flight reports a missing or stale fxctl instead "
-                     "of pushing fxctl's wheel."),
-        click.option("--engine-command", default=None, hidden=True,
-                     help="Testing: replace the engine's argv (shell words)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return where_options(func)
-
-
 @click.group("serve", invoke_without_command=True, help="""Launch vLLM + LMCache with fxctl's KV tier backend
 (or, with --engine sim, fxctl's emulator), locally or on the inventory's GPU hosts.
 
 \b
   fxctl serve start|status|stop|logs|restart  (`fxctl serve [start options]` is `fxctl serve start`)
+  fxctl serve monitor|top                     Prometheus/Grafana files; a live view
 Exit codes: 0 ok, 1 a host failed (pre-flight, launch, readiness, tier check), 2 bad input.""")
 @start_options
 @click.pass_context
@@ -130,13 +40,6 @@ def command(ctx, **options):
         ctx.invoke(start_command, **options)
     elif any(v not in (None, False, (), 600) for v in options.values()):
         raise BadInput("options go after the subcommand", f"fxctl serve {ctx.invoked_subcommand} --help")
-
-
-def resolve_where(app, hosts, local):
-    from fxctl.serve.where import select
-
-    inventory = None if local or (not hosts and not app.inventory_path) else app.inventory()
-    return select(inventory, hosts, local), inventory
 
 
 def state_dir_for(where) -> str:
@@ -148,41 +51,15 @@ def state_dir_for(where) -> str:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, profile_name, engine, offload, lmcache_mode, model, tensor_parallel, pipeline_parallel,
-                  instances, port,
-                  max_num_seqs, l1_bytes,
-                  l2_bytes, l2_dir, python, time_scale, router_mode, router_policy, router_port, ready_timeout,
-                  dry_run, skip_preflight, no_install, engine_command, name, hosts, local):
-    import sys
-
-    from fxctl.paths import tiny_model_dir
+def start_command(app, ready_timeout, dry_run, skip_preflight, no_install, hosts, local, **options):
+    from fxctl.cli.serve_settings import settings_of
     from fxctl.serve import deploy
     from fxctl.serve.lmcache_mode import lmcache_mode as lmcache_mode_of
     from fxctl.serve.lmcache_mode import mode_line
     from fxctl.serve.render import DryRun
-    from fxctl.serve.settings import settings_from
-    from fxctl.serve.tiny_model import TINY_MODEL_NAME
-    from fxctl.serve.where import default_l2_dir
-    from fxctl.sim.profile import load_profile
 
     where, inventory = resolve_where(app, hosts, local)
-    spec = inventory.serve if inventory is not None else None
-    profile_name = profile_name or (spec.profile if spec else None)
-    if not profile_name:
-        raise BadInput("no profile", "pass --profile NAME (see profiles/) or set serve.profile in the inventory")
-    profile = load_profile(profile_name)
-    spec_l2 = spec.l2_dir if spec else None
-    if model is None and where.local and profile.get("model", "name") == TINY_MODEL_NAME:
-        model = str(tiny_model_dir())   # the model `fxctl serve make-model` made on this machine
-    settings = settings_from(
-        profile, spec, name=name, profile=profile_name, engine=engine, offload=offload, lmcache_mode=lmcache_mode,
-        model=model,
-        tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, instances=instances, port=port,
-        max_num_seqs=max_num_seqs, l1_bytes=l1_bytes, l2_bytes=l2_bytes,
-        l2_dir=l2_dir or spec_l2 or default_l2_dir(inventory, where),
-        python=python or (sys.executable if where.local else None), state_dir=state_dir_for(where),
-        time_scale=time_scale, engine_command=tuple(shlex.split(engine_command)) if engine_command else None,
-        router_mode=router_mode, router_policy=router_policy, router_port=router_port)
+    settings = settings_of(options, where, inventory)
     if dry_run:
         plans = deploy.dry_run(settings, where)
         line = mode_line(settings)
@@ -397,6 +274,10 @@ def _register_env_commands() -> None:
     command.add_command(install_env_command)
     command.add_command(make_model_command)
     command.add_command(compat_command)
+    from fxctl.cli.serve_monitor_cmd import monitor_command, top_command
+
+    command.add_command(monitor_command)
+    command.add_command(top_command)
 
 
 _register_env_commands()

@@ -43,12 +43,16 @@ def lmcache_command(python_or_lmcache_bin: str) -> list[str]:
     return [python_or_lmcache_bin]
 
 
-def adapter_spec(l2_path: str, l2_bytes: int, metrics_port: int = 0, **tier: Any) -> dict[str, Any]:
+def adapter_spec(l2_path: str, l2_bytes: int, metrics_port: int = 0, metrics_host: str = LOOPBACK,
+                 **tier: Any) -> dict[str, Any]:
     """The `--l2-adapter` JSON of fxctl's tier: LMCache's `plugin` type loading FxTierL2Adapter.
-    tier: further TierConfig fields (segment_bytes, io_threads, durable, direct_io ...)."""
+    metrics_host: where its /metrics listens (loopback unless told); tier: further TierConfig fields
+    (segment_bytes, io_threads, durable, direct_io ...)."""
     params: dict[str, Any] = {"l2_path": l2_path, "l2_bytes": int(l2_bytes), **tier}
     if metrics_port:
         params["metrics_port"] = int(metrics_port)
+        if metrics_host != LOOPBACK:
+            params["metrics_host"] = metrics_host
     return {"type": "plugin", "module_path": ADAPTER_MODULE, "class_name": ADAPTER_CLASS, "adapter_params": params}
 
 
@@ -86,18 +90,19 @@ def server_argv(python_or_lmcache_bin: str, port: int, l1_bytes: int, l2_path: s
                 chunk_size: int = CHUNK_TOKENS,
                 eviction_policy: str = "LRU", transfer_mode: str = "auto", instance_id: str = "",
                 tier: dict[str, Any] | None = None, extra_args: list[str] | None = None,
-                adapter: dict[str, Any] | None = None) -> list[str]:
+                adapter: dict[str, Any] | None = None, metrics_host: str = LOOPBACK) -> list[str]:
     """`lmcache server` with fxctl's tier as its only L2 adapter.
 
     port: ZMQ request port (vLLM's lmcache.mp.port); l1_bytes: LMCache's DRAM L1 (whole MiB at least);
-    l2_path / l2_bytes: the tier's directory and capacity; metrics_port: the tier's /metrics (0: none);
+    l2_path / l2_bytes: the tier's directory and capacity; metrics_port: the tier's /metrics (0: none) on
+    metrics_host;
     http_port: LMCache's HTTP API on `host` (/healthcheck, /status); chunk_size: tokens per chunk, as vLLM's
     side expects (256, LMCache's default); tier: further TierConfig fields for the adapter; adapter: another
     `--l2-adapter` spec instead of fxctl's (LMCache's own, lmcache_adapter_spec: a comparison anchor).
     """
     if l1_bytes < 1 << 20:
         raise ValueError("LMCache's MP server needs an L1 of at least 1 MiB (--l1-size-gb)")
-    spec = adapter or adapter_spec(l2_path, l2_bytes, metrics_port, **(tier or {}))
+    spec = adapter or adapter_spec(l2_path, l2_bytes, metrics_port, metrics_host, **(tier or {}))
     argv = [*lmcache_command(python_or_lmcache_bin), "server",
             "--host", host, "--port", str(port),
             "--http-host", host, "--http-port", str(http_port),

@@ -69,7 +69,8 @@ def server_argv(settings, l2_path: str) -> tuple[str, ...]:
     return tuple(lmcache_server.server_argv(
         settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
         l2_bytes, metrics_port if tier_metrics_port(settings) else 0, http_port=http_port,
-        chunk_size=settings.chunk_size, tier=tier_params(settings), adapter=lmcache_adapter(settings, l2_path)))
+        chunk_size=settings.chunk_size, tier=tier_params(settings), adapter=lmcache_adapter(settings, l2_path),
+        metrics_host=settings.metrics_address))
 
 
 def lmcache_adapter(settings, l2_path: str) -> dict | None:

@@ -54,7 +54,8 @@ def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> Insta
     port = router_port(settings)
     directory = f"{settings.state_dir}/{settings.name}/router"
     argv = (settings.python, *ENTRY, "--host", "0.0.0.0", "--port", str(port), "--worker-urls", *workers,
-            "--policy", settings.router.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(port + 1))
+            "--policy", settings.router.policy, "--prometheus-host", settings.metrics_address,
+            "--prometheus-port", str(port + 1))
     return InstancePlan(
         deployment=settings.name, index=ROUTER_INDEX, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
         argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",

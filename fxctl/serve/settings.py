@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from fxctl.errors import BadInput
 from fxctl.kvtier.admission import DEFAULT_ADMISSION
 from fxctl.kvtier.config import CHUNK_TOKENS
+from fxctl.serve.listen import LOOPBACK, METRICS_ADDRESSES
 from fxctl.serve.lmcache_mode import MODES
 from fxctl.serve.router_settings import RouterSettings
 from fxctl.serve.router_settings import resolve as resolve_router
@@ -71,6 +72,7 @@ class ServeSettings:
     engine_command: tuple[str, ...] = ()  # tests only: replaces the engine argv (e.g. a command that exits)
     pipeline_parallel: int = 1          # > 1: one model over that many hosts, Ray as vLLM's executor
     router: RouterSettings = RouterSettings()   # vllm-router in front of the replicas (fxctl.serve.router)
+    metrics_address: str = LOOPBACK     # where the tier's and the router's metrics listen (fxctl.serve.listen)
 
     @property
     def gpus_needed(self) -> int:
@@ -140,6 +142,8 @@ def validate(settings: ServeSettings) -> ServeSettings:
     if not settings.time_scale >= 0:
         problems.append(f"time_scale {settings.time_scale}: >= 0")
     problems += settings.router.problems()
+    if settings.metrics_address not in METRICS_ADDRESSES:
+        problems.append(f"metrics_address {settings.metrics_address!r}: one of {', '.join(METRICS_ADDRESSES)}")
     if settings.pipeline_parallel > 1 and (settings.engine != "vllm" or settings.instances != 1
                                            or settings.offload != "none"):
         problems.append(f"pipeline_parallel {settings.pipeline_parallel} (one model across hosts over Ray) needs "
@@ -199,6 +203,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
     overrides: name, engine, model, tensor_parallel, pipeline_parallel, instances, port, max_num_seqs, l1_bytes
     (per host), l2_bytes (per host), l2_dir, python, state_dir, time_scale, site_dir, engine_command, offload,
     lmcache_mode, router_mode, router_policy, router_port (the inventory's serve.router: policy, port, host),
+    metrics_address,
     and vLLM's optional settings of serve.vllm_flags (max_model_len, max_num_batched_tokens, ...).
     """
     spec = serve_spec.set_fields() if serve_spec is not None else {}
@@ -232,7 +237,7 @@ def settings_from(loaded, serve_spec=None, **overrides) -> ServeSettings:
         l2_admission=loaded.get("tiers", "l2_admission", DEFAULT_ADMISSION),
         state_dir=given.get("state_dir", REMOTE_STATE),
         time_scale=given.get("time_scale", DEFAULT_SIM_TIME_SCALE), site_dir=given.get("site_dir"),
-        engine_command=tuple(given.get("engine_command", ())),
+        engine_command=tuple(given.get("engine_command", ())), metrics_address=pick("metrics_address", LOOPBACK),
         router=resolve_router(loaded.get("serving", "router.policy"), spec.get("router"), given))
     return validate(settings)
 
