@@ -15,6 +15,8 @@ ENGINE_COUNTERS = {"requests": "vllm:request_success_total", "prefix_queries": "
                    "prefix_hits": "vllm:prefix_cache_hits_total",
                    "external_queries": "vllm:external_prefix_cache_queries_total",
                    "external_hits": "vllm:external_prefix_cache_hits_total"}
+TTFT = "vllm:time_to_first_token_seconds"          # histogram (vLLM and the emulator)
+RUNNING, WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
 ROUTER_REQUESTS = "vllm_router_processed_requests_total"
 ROUTER_HEALTH = "vllm_router_worker_health"
 

@@ -7,9 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 
 import pytest
+
+from tests.support.loopfs import LoopFs
 
 # the tests import kvtier_helpers from this folder, whatever pytest's import mode
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,39 +53,6 @@ def tmpfs_dir(tmp_path):
         pytest.skip("cannot mount a tmpfs here")
     yield str(mnt)
     _run("umount", "-l", str(mnt))
-
-
-class LoopFs:
-    """An ext4 image of `size_mb` on a loop device, mounted; `break_device()` makes all I/O fail with EIO
-    (the image is cut short and the loop device told its new size: the blocks behind are gone)."""
-
-    def __init__(self, root, size_mb: int):
-        self.image = str(root / f"fs-{uuid.uuid4().hex[:8]}.img")
-        self.mountpoint = str(root / "mnt")
-        os.makedirs(self.mountpoint)
-        with open(self.image, "wb") as f:
-            f.truncate(size_mb << 20)
-        if _run("mkfs.ext4", "-q", "-F", self.image).returncode != 0:
-            pytest.skip("mkfs.ext4 not available")
-        loop = _run("losetup", "-f", "--show", self.image)
-        if loop.returncode != 0:
-            pytest.skip(f"no loop device: {loop.stderr.strip()}")
-        self.device = loop.stdout.strip()
-        if _run("mount", self.device, self.mountpoint).returncode != 0:
-            _run("losetup", "-d", self.device)
-            pytest.skip("cannot mount a loop device here")
-        self.path = os.path.join(self.mountpoint, "l2")
-        os.makedirs(self.path)
-
-    def break_device(self) -> None:
-        os.truncate(self.image, 1 << 20)
-        assert _run("losetup", "-c", self.device).returncode == 0
-
-    def close(self) -> None:
-        if _run("umount", self.mountpoint).returncode != 0:
-            _run("umount", "-l", self.mountpoint)
-        _run("losetup", "-d", self.device)
-        os.unlink(self.image)
 
 
 @pytest.fixture

@@ -17,14 +17,24 @@ Every fxctl command has a bound; a hang is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 
 import pytest
 import yaml
 
+from fxctl.inventory.model import MonitoringSpec
+from fxctl.lab.access import guest_host
+from fxctl.monitor import files
+from fxctl.monitor.rules import Thresholds
+from fxctl.monitor.targets import ARRAY, Target
 from fxctl.remote.command import script
+from fxctl.remote.session import open_session
+from fxctl.serve.forward import PortForward
 from tests.lab.conftest import fxctl
+from tests.support.prometheus import Prometheus
 
 # Part of every lab run (.ci/run), about 7 min of it (455 s for this file with the lab's boot, 2026-12-01);
 # each cli() call prints its time with -s. After the target's reboot its udev assembled the initiator's RAID0
@@ -108,10 +118,44 @@ def test_short_link_cut_during_a_read_keeps_the_array_clean(lab, drill):
     assert states and set(states) == {"live"}, states
 
 
-def test_long_link_cut_is_reported_and_provision_reassembles_without_wipe(lab, drill):
+@contextlib.contextmanager
+def array_prometheus(lab, tmp_path):
+    """A real Prometheus on this machine scraping initiator1's array exporter (installed by provision,
+    listening on the guest's loopback) through an SSH port forward over the lab's management network, with
+    the rules `fxctl serve monitor` writes (scrape and evaluation every second, alerts after 2 s)."""
+    initiator = lab.guests("initiator")[0]
+    with open_session(guest_host(lab.state, initiator)) as session:
+        session.connection.open()
+        forward = PortForward(session.connection.client.get_transport(), MonitoringSpec().exporter_port)
+        target = Target(ARRAY, f"127.0.0.1:{forward.local_port}", initiator.name, "-",
+                        f"{initiator.name}/array-exporter")
+        files.write(str(tmp_path / "monitor"), files.render([target], Thresholds(for_s=2), 1))
+        (tmp_path / "tsdb").mkdir()
+        prom = Prometheus(tmp_path / "monitor", tmp_path / "tsdb")
+        try:
+            yield prom
+        finally:
+            prom.close()
+            forward.close()
+
+
+def test_long_link_cut_is_reported_and_provision_reassembles_without_wipe(lab, drill, tmp_path):
     cut = 70   # 2 failed attempts of ~13 s after a detection of up to ~12 s: removed after ~40 s (measured)
-    code, out, result = fault(lab, "link", "--guest", "initiator1", "--seconds", str(cut),
-                              "--data", DATA, "--data-mib", DATA_MIB)
+    with array_prometheus(lab, tmp_path) as prom:
+        healthy = prom.wait(lambda: prom.query('fxctl_array_degraded{array="kvtier"}'), 30,
+                            "Prometheus never scraped initiator1's array exporter")
+        assert healthy[0]["value"][1] == "0", healthy
+        answer: dict = {}
+        cutting = threading.Thread(target=lambda: answer.update(zip(("code", "out", "result"), fault(
+            lab, "link", "--guest", "initiator1", "--seconds", str(cut), "--data", DATA, "--data-mib", DATA_MIB))))
+        cutting.start()
+        fired = prom.wait(lambda: [a for a in prom.alerts() if a["labels"]["alertname"] == "FxctlArrayDegraded"],
+                          cut, "FxctlArrayDegraded never fired during the link cut", every=1)
+        seen = prom.query('fxctl_array_controllers{state!="live"}')
+        cutting.join(FAULT_BOUND)
+    print("alert during the cut:", fired[0]["labels"], "controllers:", [s["metric"] for s in seen])
+    assert fired[0]["labels"]["array"] == "kvtier" and fired[0]["labels"]["host"] == "initiator1"
+    code, out, result = answer["code"], answer["out"], answer["result"]
     assert code == 0 and out["fault"]["restored"], result.stdout + result.stderr
     written = out["data"]
     print("read during the long cut:", written["reader"])   # its seconds: when the kernel gave up

@@ -19,6 +19,19 @@ def strict() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def need_tool(name: str, package: str) -> str:
+    """The path of a program a fast-suite test runs (promtool, tmux): a skip without it on a developer's
+    machine, a failure under CI (.ci/setup installs `package`)."""
+    import shutil
+
+    path = shutil.which(name)
+    if path:
+        return path
+    if strict():
+        pytest.fail(f"CI is set: {name} is missing (Debian's {package} package; .ci/setup installs it)")
+    pytest.skip(f"{name} is missing (apt-get install {package})")
+
+
 def skip_reason(report) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:   # (file, line, "Skipped: reason")

@@ -2,12 +2,18 @@
 `lmcache server` with fxctl's tier as its L2 adapter, vLLM with LMCacheMPConnector), an OpenAI client, and
 the tier's metrics read from its endpoint before and after a restart of both processes; then the model's
 weights replaced in place (same path, same shapes, other values) and a restart: none of the old model's KV
-comes back (issue 28 #6), the lookups that would have hit are counted as mismatches."""
+comes back (issue 28 #6), the lookups that would have hit are counted as mismatches.
+
+Watched all along by a real Prometheus on the files `fxctl serve monitor` renders for this deployment
+(issue 30): per-tier hit rates and L2 bytes read after the cold recovery come through its HTTP API, every
+metric the dashboard's engine and tier panels name is scraped, and when L2's filesystem is shut down (it
+refuses every write, as XFS does when its device fails) serving goes on and FxctlTierErrors fires."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +23,10 @@ import pytest
 
 from fxctl.loadgen.cold_restart import LOGPROB_TOLERANCE, max_diff
 from fxctl.loadgen.metrics import parse_counters
+from fxctl.monitor.dashboard import PANELS
+from fxctl.monitor.targets import ENGINE, TIER
+from tests.support.loopfs import LoopFs
+from tests.support.prometheus import Prometheus
 
 PORT = 8211
 METRICS = f"http://127.0.0.1:{PORT + 502}/metrics"   # the server's tier metrics (fxctl.serve.lmcache_mode)
@@ -44,12 +54,46 @@ save_file(tensors, path, metadata={"format": "pt"})
 
 
 @pytest.fixture
-def deployment(serving_python, tiny_model, local_state, tmp_path):
+def l2_fs(tmp_path):
+    """L2 on a filesystem of its own (an ext4 image on a loop device), so that it can be shut down."""
+    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("xfs_io"):
+        pytest.skip("a loop-mounted L2 needs root, losetup and xfs_io (xfsprogs)")
+    fs = LoopFs(tmp_path / "l2fs", 3072)   # sparse: the tier's 2 GB of segments are reserved, not written
+    yield fs
+    fs.close()
+
+
+@pytest.fixture
+def deployment(serving_python, tiny_model, local_state, tmp_path, l2_fs):
     model = shutil.copytree(tiny_model, tmp_path / "model")   # a copy of its own: its weights get replaced
     args = ["--local", "--name", "real", "--profile", "cpu-tiny", "--python", serving_python,
-            "--model", str(model), "--l2-dir", str(tmp_path / "l2"), "--port", str(PORT)]
+            "--model", str(model), "--l2-dir", l2_fs.path, "--port", str(PORT)]
     yield args
     fxctl("serve", "stop", "--local", "--name", "real")
+
+
+@pytest.fixture
+def prometheus(deployment, tmp_path):
+    """Prometheus on what `fxctl serve monitor` renders for the deployment: scrapes and rules every second,
+    alerts after 2 s."""
+    rendered = fxctl("serve", "monitor", *deployment, "--out", str(tmp_path / "monitor"), "--scrape-interval", "1",
+                     "--alert-for", "2")
+    assert rendered.returncode == 0, rendered.stderr
+    assert {t["job"] for t in json.loads(rendered.stdout)["targets"]} == {ENGINE, TIER}
+    (tmp_path / "tsdb").mkdir()
+    prom = Prometheus(tmp_path / "monitor", tmp_path / "tsdb")
+    yield prom
+    prom.close()
+
+
+def panel_metrics(component: str) -> set[str]:
+    """The metric names the dashboard's panels of one component query."""
+    names = set()
+    for panel in PANELS:
+        if panel.component == component:
+            for expr, _ in panel.queries:
+                names |= set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr))
+    return names
 
 
 def completion(text: str) -> tuple[str, str, list[float]]:
@@ -62,7 +106,8 @@ def completion(text: str) -> tuple[str, str, list[float]]:
     return model, answer.choices[0].text, answer.choices[0].logprobs.token_logprobs
 
 
-def test_start_status_complete_restart_stop(deployment, serving_python, tmp_path):
+def test_start_status_complete_restart_stop(deployment, serving_python, tmp_path, l2_fs, prometheus):
+    prom = prometheus
     started = fxctl("serve", "start", *deployment)
     assert started.returncode == 0, started.stdout + started.stderr
     local = json.loads(started.stdout)["local"]
@@ -90,6 +135,19 @@ def test_start_status_complete_restart_stop(deployment, serving_python, tmp_path
     after = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)["instances"]
     assert after[0]["tier"]["l2"]["hits"] >= 3                        # serve status shows the tier's figures
 
+    # Prometheus saw the cold recovery: L2 bytes read as the tier counts them, a per-tier hit rate
+    read = tier_counter("read_bytes")
+    where = '{deployment="real",tier="l2"}'
+    assert read > 0 and prom.wait(lambda: prom.value(f"fxctl_tier_read_bytes_total{where}") == read, 30,
+                                  "Prometheus never scraped the tier's L2 bytes read")
+    rate = prom.wait(lambda: prom.value(f"fxctl:tier_hit_rate:rate5m{where}"), 30, "no L2 hit rate recorded")
+    assert 0 < rate <= 1
+    assert prom.value('fxctl:tier_hit_rate:rate5m{deployment="real",tier="l1"}') is not None
+    scraped = prom.names()
+    for component in (ENGINE, TIER):   # every metric the dashboard's engine and tier panels query is exported
+        assert panel_metrics(component) <= scraped, (component, panel_metrics(component) - scraped)
+    assert prom.query('process_start_time_seconds{job="fxctl-tier"}')   # the collapse alert's restart clock
+
     # the same path, the same shapes, other weights: the old model's KV must not come back
     weights = tmp_path / "model" / "model.safetensors"
     done = subprocess.run([serving_python, "-c", PERTURB, str(weights)], capture_output=True, text=True, timeout=300)
@@ -101,6 +159,14 @@ def test_start_status_complete_restart_stop(deployment, serving_python, tmp_path
     with urllib.request.urlopen(METRICS, timeout=10) as answer:
         mismatches = parse_counters(answer.read().decode()).get("fxctl_tier_model_mismatches_total", 0.0)
     assert mismatches >= 3, "the lookups of the old model's chunks were not counted"
+
+    # L2's filesystem shut down: every write fails; serving goes on, the errors are counted, the alert fires
+    l2_fs.shut_down()
+    completion(PROMPT[::-1])                                          # other text: new chunks to store
+    alert = prom.wait(lambda: [a for a in prom.alerts() if a["labels"]["alertname"] == "FxctlTierErrors"
+                               and a["labels"]["deployment"] == "real"], 90, "FxctlTierErrors never fired: "
+                      + str(prom.query("fxctl_tier_errors_total")))
+    assert alert[0]["labels"]["instance"] == "local/real-lmcache" and alert[0]["labels"]["severity"] == "warning"
     status = json.loads(fxctl("serve", "status", "--local", "--name", "real").stdout)
 
     pids = [s["pid"] for s in status["instances"]]
