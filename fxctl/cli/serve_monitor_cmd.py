@@ -93,6 +93,8 @@ def top_command(app, name, hosts, local, interval, iterations):
              app.output_format)
         raise SystemExit(ExitCode.HOST_FAILED if errors else 0)
     console = Console()
+    if not console.is_terminal:   # piped: every column, not the 80 a pipe defaults to
+        console = Console(width=200)
     done = 0
     title = lambda: f"fxctl serve top  {time.strftime('%H:%M:%S')}  every {interval:g}s  (Ctrl-C ends)"  # noqa: E731
     with Live(table([], title=title(), errors=errors), console=console, screen=console.is_terminal,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from fxctl.errors import BadInput
 from fxctl.monitor.dashboard import dashboard_json
 from fxctl.monitor.rules import Thresholds, rule_file
 from fxctl.monitor.targets import JOBS, Target
@@ -40,12 +41,16 @@ def render(targets: list[Target], thresholds: Thresholds, interval_s: int = 15) 
 def write(directory: str, files: dict[str, str]) -> list[str]:
     """Each file replaced whole (written beside it, then renamed): a Prometheus reloading never reads half."""
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in files.items():
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        written.append(str(path))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            path = out / name
+            tmp = path.with_name(f".{name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+            written.append(str(path))
+    except OSError as exc:
+        raise BadInput(f"cannot write the monitor files in {directory}: {exc.strerror or exc}",
+                       "pass --out a directory you may write (it is made when missing)") from None
     return written

@@ -34,7 +34,7 @@ from fxctl.remote.command import script
 from fxctl.remote.session import open_session
 from fxctl.serve.forward import PortForward
 from tests.lab.conftest import fxctl
-from tests.support.prometheus import Prometheus
+from tests.support.prometheus import Prometheus, panel_metrics
 
 # Part of every lab run (.ci/run), about 7 min of it (455 s for this file with the lab's boot, 2026-12-01);
 # each cli() call prints its time with -s. After the target's reboot its udev assembled the initiator's RAID0
@@ -145,6 +145,8 @@ def test_long_link_cut_is_reported_and_provision_reassembles_without_wipe(lab, d
         healthy = prom.wait(lambda: prom.query('fxctl_array_degraded{array="kvtier"}'), 30,
                             "Prometheus never scraped initiator1's array exporter")
         assert healthy[0]["value"][1] == "0", healthy
+        names = prom.names()   # every metric the dashboard's array panel queries is exported
+        assert panel_metrics(ARRAY) <= names, panel_metrics(ARRAY) - names
         answer: dict = {}
         cutting = threading.Thread(target=lambda: answer.update(zip(("code", "out", "result"), fault(
             lab, "link", "--guest", "initiator1", "--seconds", str(cut), "--data", DATA, "--data-mib", DATA_MIB))))

@@ -163,3 +163,11 @@ def test_every_alert_fires_on_its_condition_and_only_then(promtool, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     tested = {check["alertname"] for _, checks in CASES for check in checks}
     assert tested == {a["alert"] for a in alerts(Thresholds())}   # every alert has its case
+
+
+def test_an_unwritable_out_dir_is_bad_input(tmp_path):
+    (tmp_path / "afile").write_text("")
+    done = subprocess.run([sys.executable, "-m", "fxctl", "serve", "monitor", "--local", "--profile", "cpu-tiny",
+                           "--l2-dir", "/var/tmp/x", "--out", str(tmp_path / "afile" / "sub")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "cannot write the monitor files" in done.stderr and "Traceback" not in done.stderr

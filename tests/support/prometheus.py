@@ -4,6 +4,7 @@ HTTP API: instant queries, alerts, the metric names it holds."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -77,3 +78,15 @@ class Prometheus:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+def panel_metrics(component: str) -> set[str]:
+    """The metric names the dashboard's panels of one component (a scrape job) query."""
+    from fxctl.monitor.dashboard import PANELS
+
+    names = set()
+    for panel in PANELS:
+        if panel.component == component:
+            for expr, _ in panel.queries:
+                names |= set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr))
+    return names

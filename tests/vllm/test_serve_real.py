@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,10 +22,9 @@ import pytest
 
 from fxctl.loadgen.cold_restart import LOGPROB_TOLERANCE, max_diff
 from fxctl.loadgen.metrics import parse_counters
-from fxctl.monitor.dashboard import PANELS
 from fxctl.monitor.targets import ENGINE, TIER
 from tests.support.loopfs import LoopFs
-from tests.support.prometheus import Prometheus
+from tests.support.prometheus import Prometheus, panel_metrics
 
 PORT = 8211
 METRICS = f"http://127.0.0.1:{PORT + 502}/metrics"   # the server's tier metrics (fxctl.serve.lmcache_mode)
@@ -84,16 +82,6 @@ def prometheus(deployment, tmp_path):
     prom = Prometheus(tmp_path / "monitor", tmp_path / "tsdb")
     yield prom
     prom.close()
-
-
-def panel_metrics(component: str) -> set[str]:
-    """The metric names the dashboard's panels of one component query."""
-    names = set()
-    for panel in PANELS:
-        if panel.component == component:
-            for expr, _ in panel.queries:
-                names |= set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr))
-    return names
 
 
 def completion(text: str) -> tuple[str, str, list[float]]:
