@@ -3,7 +3,9 @@ real `lmcache server`, driven by LMCache's own MP client (issue 28 #3; fxctl/tie
 what each drill does and how it decides).
 
     python -m benchmarks.durability [--adapters fxctl,fs_native,fs,raw_block] [--drills crash,capacity,damage,full]
-                                    [--python ~/.cache/fxctl/serving-env/bin/python] [--json out.json]
+                                    [--repeats N] [--python ~/.cache/fxctl/serving-env/bin/python] [--json out.json]
+
+--repeats N runs everything N times, the adapters' order rotated each time, a table per run.
 
 The servers run with the serving env's python (raw_block's Rust helper is installed there; `fxctl serve
 install-env`) and this checkout on PYTHONPATH (the adapter LMCache loads is this fxctl's). Needs root for the
@@ -56,14 +58,19 @@ def main() -> None:
     parser.add_argument("--adapters", default=",".join(ADAPTERS))
     parser.add_argument("--drills", default=",".join(DRILLS))
     parser.add_argument("--python", default=str(serving_env_dir() / "bin" / "python"))
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     kinds, drills = args.adapters.split(","), args.drills.split(",")
-    with tempfile.TemporaryDirectory(prefix="fxctl-drills-", dir="/var/tmp") as work:
-        results = run(Drills(Path(work), args.python, default_env(str(REPO))), kinds, drills)
-    print(table(results, drills))
+    runs = []
+    for n in range(args.repeats):
+        order = kinds[n % len(kinds):] + kinds[:n % len(kinds)]
+        with tempfile.TemporaryDirectory(prefix="fxctl-drills-", dir="/var/tmp") as work:
+            results = run(Drills(Path(work), args.python, default_env(str(REPO))), order, drills)
+        runs.append({k: results[k] for k in kinds})
+        print(f"run {n + 1} (order {', '.join(order)}):\n" + table(runs[-1], drills))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(runs[0] if len(runs) == 1 else runs, indent=2) + "\n")
 
 
 if __name__ == "__main__":

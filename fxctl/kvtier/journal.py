@@ -2,8 +2,12 @@
 
 A chunk counts as stored only once its PUT record is in the journal, and that record is written after the
 chunk's bytes. A record cut short by a crash fails its checksum: replay stops there and the tail is cut
-off, so a restart finds exactly the chunks whose records were whole. Every `checkpoint` writes the whole
-index to a new manifest (write, fsync, rename) and starts a new journal generation.
+off, so a restart finds exactly the chunks whose records were whole. Durable stores write the record as
+soon as the bytes are written, then fdatasync the bytes and the record (L2Tier.store): a crash of the
+process keeps every chunk whose record was written; after a power loss a record may name bytes that did not
+reach the disk, and the chunk's checksum turns that read into a counted miss, never other data. Every
+`checkpoint` writes the whole index to a new manifest (write, fsync, rename) and starts a new journal
+generation.
 
 A manifest is only ever replaced by rename, so one that fails its checks is damage (a bad disk, a stray
 write), not a crash. Recovery does not raise on it: it keeps the manifest's records whose own checksums hold
@@ -182,8 +186,9 @@ class Journal:
         self._length = os.fstat(self._fd).st_size
 
     # -- appending -------------------------------------------------------------------------------
-    def append(self, records: list[bytes]) -> None:
-        """Write records as one append; on failure cut the file back so no partial record remains."""
+    def append(self, records: list[bytes], sync: bool = True) -> None:
+        """Write records as one append (and fdatasync it when durable and `sync`); on failure cut the file back
+        so no partial record remains."""
         if not records:
             return
         data = b"".join(records)
@@ -191,7 +196,7 @@ class Journal:
             written = os.write(self._fd, data)
             if written != len(data):
                 raise OSError(28, "short write to kvtier journal")
-            if self.durable:
+            if self.durable and sync:
                 os.fdatasync(self._fd)
         except OSError:
             try:
@@ -201,6 +206,11 @@ class Journal:
             raise
         self._length += len(data)
         self.records_since_checkpoint += len(records)
+
+    def sync(self) -> None:
+        """fdatasync what was appended with sync=False (when durable)."""
+        if self.durable:
+            os.fdatasync(self._fd)
 
     def checkpoint(self, index: dict[str, ChunkLocation]) -> None:
         """Write the whole index as a new manifest, then start an empty journal of the next generation."""

@@ -192,14 +192,27 @@ class L2Tier:
         ok = [False] * len(items)
         if not written:
             return ok
+        early = None   # the journal generation the records went into before the sync (durable stores)
         try:
             if self.cfg.durable:
+                # the records first, unsynced: a crash of the process from here on keeps these chunks (their
+                # bytes and records are in the kernel's hands); then both are synced before they count
+                with self._lock:
+                    self.journal.append([encode(OP_PUT, key, loc) for _i, key, loc in written], sync=False)
+                    early = self.journal.generation
                 self.files.sync({loc.segment for _i, _k, loc in written})
             with self._lock:
-                for _i, _key, loc in [w for w in written if not wanted(w[0])]:
-                    self._free_locked(loc)
+                dropped = [w for w in written if not wanted(w[0])]
                 written = [w for w in written if wanted(w[0])]
-                self.journal.append([encode(OP_PUT, key, loc) for _i, key, loc in written])
+                # a chunk removed meanwhile loses its early record; one replaced keeps the newer one's
+                undo = [encode(OP_DEL, key) for _i, key, _loc in dropped if early is not None and key not in self.index]
+                if early is None or early != self.journal.generation:   # none yet, or a checkpoint rotated it
+                    self.journal.append([encode(OP_PUT, key, loc) for _i, key, loc in written] + undo)
+                else:
+                    self.journal.append(undo, sync=False)
+                    self.journal.sync()
+                for _i, _key, loc in dropped:
+                    self._free_locked(loc)
                 for i, key, loc in written:
                     old = self.index.pop(key, None)
                     if old is not None:
@@ -211,6 +224,12 @@ class L2Tier:
             for _i, key, _loc in written:
                 self._count_write_error(exc, key)
             with self._lock:
+                if early is not None:   # best effort: the early records must not outlive a failed commit
+                    try:
+                        self.journal.append([encode(OP_DEL, key) for _i, key, _loc in written
+                                             if key not in self.index])
+                    except OSError:
+                        pass   # a restart then reads those chunks' checksums: misses, counted
                 for _i, _key, loc in written:
                     self._free_locked(loc)
         self.metrics.add("l2_bytes_written", sum(loc.nbytes for i, _k, loc in written if ok[i]))
