@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fxctl.cli.serve_options import name_option, resolve_where, start_options, where_options  # noqa: F401
+from fxctl.cli.serve_options import name_option, resolve_where, start_options, where_options
 from fxctl.errors import BadInput, ExitCode
 from fxctl.output import emit, table
 

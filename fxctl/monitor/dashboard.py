@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fxctl.data.array_exporter import PREFIX as ARRAY
 from fxctl.kvtier.metrics import PREFIX as TIER
+from fxctl.monitor.rules import hit_rate
 from fxctl.monitor.targets import ARRAY as ARRAY_JOB
 from fxctl.monitor.targets import ENGINE, ROUTER
 from fxctl.monitor.targets import TIER as TIER_JOB
@@ -44,10 +45,8 @@ PANELS = (
     Panel("KV connector hit rate (tokens from LMCache / fxctl's tier)", ENGINE, (
         (ratio(ENGINE_COUNTERS["external_hits"], ENGINE_COUNTERS["external_queries"]), "{{instance}}"),),
         "percentunit"),
-    Panel("fxctl tier hit rate per tier", TIER_JOB, ((
-        f"sum by (instance, tier) (rate({TIER}_hits_total{{{SEL}}}[5m])) / sum by (instance, tier) "
-        f"(rate({TIER}_hits_total{{{SEL}}}[5m]) + rate({TIER}_misses_total{{{SEL}}}[5m]))",
-        "{{tier}} {{instance}}"),), "percentunit"),
+    Panel("fxctl tier hit rate per tier", TIER_JOB, ((hit_rate("instance, tier", "{" + SEL + "}"),
+                                                      "{{tier}} {{instance}}"),), "percentunit"),
     Panel("fxctl tier bytes/s read and written", TIER_JOB, (
         (f"sum by (instance, tier) (rate({TIER}_read_bytes_total{{{SEL}}}[1m]))", "read {{tier}} {{instance}}"),
         (f"sum by (instance, tier) (rate({TIER}_write_bytes_total{{{SEL}}}[1m]))", "written {{tier}} {{instance}}")),

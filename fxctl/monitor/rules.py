@@ -14,6 +14,8 @@ from fxctl.monitor.targets import TIER as TIER_JOB
 
 BY = "host, deployment, instance"
 JOB_RE = "|".join(JOBS)
+L2 = '{tier="l2"}'
+
 
 
 @dataclass(frozen=True)
@@ -26,16 +28,15 @@ class Thresholds:
     restart_window_s: int = 1800    # ... within this long after the tier's process started
 
 
-def hit_rate(tier: str, window: str = "5m") -> str:
-    hits = f'rate({TIER}_hits_total{{tier="{tier}"}}[{window}])'
-    misses = f'rate({TIER}_misses_total{{tier="{tier}"}}[{window}])'
-    return f"sum by ({BY}) ({hits}) / sum by ({BY}) ({hits} + {misses})"
+def hit_rate(by: str, selector: str = "", window: str = "5m") -> str:
+    """The tier's hit rate (chunks found over looked up) summed by `by`; `selector`: '{tier="l2"}' ..."""
+    hits = f"rate({TIER}_hits_total{selector}[{window}])"
+    misses = f"rate({TIER}_misses_total{selector}[{window}])"
+    return f"sum by ({by}) ({hits}) / sum by ({by}) ({hits} + {misses})"
 
 
 RECORDING = [
-    {"record": "fxctl:tier_hit_rate:rate5m",
-     "expr": f"sum by ({BY}, tier) (rate({TIER}_hits_total[5m])) / sum by ({BY}, tier) "
-             f"(rate({TIER}_hits_total[5m]) + rate({TIER}_misses_total[5m]))"},
+    {"record": "fxctl:tier_hit_rate:rate5m", "expr": hit_rate(f"{BY}, tier")},
     {"record": "fxctl:tier_read_bytes:rate5m", "expr": f"sum by ({BY}, tier) (rate({TIER}_read_bytes_total[5m]))"},
     {"record": "fxctl:tier_errors:increase5m", "expr": f"sum by ({BY}, kind) (increase({TIER}_errors_total[5m]))"},
 ]
@@ -64,7 +65,7 @@ def alerts(t: Thresholds) -> list[dict]:
                          "description": "Eviction keeps it within its cap; a cap too small for the working set "
                                         "shows as a falling hit rate (fxctl plan sizes it)."}},
         {"alert": "FxctlTierHitRateCollapsed",
-         "expr": f"({hit_rate('l2')}) < {t.hit_rate_floor:g} and on ({BY}) "
+         "expr": f"({hit_rate(BY, L2)}) < {t.hit_rate_floor:g} and on ({BY}) "
                  f'(time() - process_start_time_seconds{{job="{TIER_JOB}"}}) < {t.restart_window_s}',
          "for": hold, "labels": {"severity": "warning"},
          "annotations": {"summary": "fxctl's L2 hit rate on {{ $labels.instance }} is "

@@ -47,7 +47,7 @@ def table(rows: list[dict], *, title: str, errors: dict[str, str]) -> Table:
         t.add_row(row["host"], row["instance"], ROLE.get(row["role"], row["role"]),
                   num(row.get("requests_per_s"), "{:.2f}"), num(row.get("running"), "{:.0f}"),
                   num(row.get("ttft_p50_s"), "{:.3f}s"), pct(row.get("prefix_hit_rate")),
-                  pct(row.get("connector_hit_rate")), hits(l1), hits(l2),
+                  pct(row.get("external_hit_rate")), hits(l1), hits(l2),
                   rate_bytes(l2.get("read_bytes_per_s")) if l2 else "-",
                   rate_bytes(l2.get("write_bytes_per_s")) if l2 else "-", pct(fill) if l2 else "-",
                   Text(f"{errors_n:.0f}", style="bold red") if errors_n else ("0" if tier else "-"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from fxctl.kvtier.metrics import tier_summary
-from fxctl.serve.replica_metrics import ENGINE_COUNTERS, ROUTER_REQUESTS, RUNNING, TTFT
+from fxctl.serve.replica_metrics import ENGINE_COUNTERS, ROUTER_REQUESTS, RUNNING, TTFT, hit_rates
 
 
 @dataclass
@@ -97,10 +97,8 @@ def rate_row(before: Page, after: Page) -> dict:
     row["running"] = new.running
     if "requests" in delta:
         row["requests_per_s"] = delta["requests"] / seconds
-    for name, hits, queries in (("prefix_hit_rate", "prefix_hits", "prefix_queries"),
-                                ("connector_hit_rate", "external_hits", "external_queries")):
-        if delta.get(queries):
-            row[name] = delta.get(hits, 0.0) / delta[queries]
+    if "prefix_queries" in delta:   # an engine's page: vLLM's own prefix cache and its KV connector's share
+        row.update({k: v for k, v in hit_rates(delta).items() if v is not None})
     if new.ttft_buckets:
         restarted = sum(new.ttft_buckets.values()) < sum(old.ttft_buckets.values())
         window = {le: c - (0.0 if restarted else old.ttft_buckets.get(le, 0.0)) for le, c in new.ttft_buckets.items()}

@@ -61,7 +61,7 @@ def ensure_removed(current: dict[str, str | None], enabled: str | None, active: 
     present = [path for path in persisted_files("") if current.get(path) is not None]
     if not present and not active and enabled in (None, "not-found", "disabled"):
         return f"{UNIT_NAME} is not installed"
-    if enabled is not None and enabled not in ("not-found",):
+    if enabled not in (None, "not-found"):
         yield sh("systemctl", "disable", "--now", UNIT_NAME)
     if present:
         yield sh("rm", "-f", *present)

@@ -111,7 +111,7 @@ class Drills:
         flipped = flip_bytes(kind, server.l2)
         server.start()
         after = self.client(server, 0, seqs)
-        counted = checksum_errors(server) if kind == "fxctl" else None
+        counted = tier_errors(server, "checksum") if kind == "fxctl" else None
         server.stop()
         return {**tally(reference, after, range(seqs)), "bytes_flipped": flipped, "errors_counted": counted}
 
@@ -147,13 +147,10 @@ def samples(text: str) -> list:
     return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
 
-def checksum_errors(server: Server) -> float:
+def tier_errors(server: Server, kind: str | None = None) -> float:
+    """fxctl's tier's errors (of one kind, or all) from its metrics endpoint."""
     return sum(s.value for s in samples(server.metrics()) if s.name == "fxctl_tier_errors_total"
-               and s.labels.get("kind") == "checksum")
-
-
-def tier_errors(server: Server) -> float:
-    return sum(s.value for s in samples(server.metrics()) if s.name == "fxctl_tier_errors_total")
+               and kind in (None, s.labels.get("kind")))
 
 
 def run(drills: Drills, kinds, names, progress=print) -> dict:

@@ -46,7 +46,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def adapter_for(kind: str, l2: str, cap_bytes: int, model: str, metrics_port: int) -> tuple[dict | None, dict]:
+def adapter_for(kind: str, l2: str, cap_bytes: int, model: str) -> tuple[dict | None, dict]:
     """(--l2-adapter spec or None for fxctl's, fxctl's tier params) as `fxctl serve` renders them."""
     if kind == "fxctl":
         return None, {"model": model}
@@ -68,25 +68,22 @@ class Server:
     ports: dict = field(default_factory=lambda: {"zmq": free_port(), "http": free_port(), "metrics": free_port()})
     proc: subprocess.Popen | None = None
 
-    def argv(self) -> list[str]:
-        spec, tier = adapter_for(self.kind, self.l2, self.cap_bytes, self.model, self.ports["metrics"])
+    def start(self, timeout: float = 240) -> float:
+        os.makedirs(self.l2, exist_ok=True)
+        spec, tier = adapter_for(self.kind, self.l2, self.cap_bytes, self.model)
         if spec and spec["type"] == "raw_block" and not os.path.exists(spec["device_path"]):
-            os.makedirs(os.path.dirname(spec["device_path"]), exist_ok=True)
             fd = os.open(spec["device_path"], os.O_CREAT | os.O_RDWR, 0o644)
             try:   # raw_block wants its device (a file here) of its whole capacity before it starts
                 os.posix_fallocate(fd, 0, spec["capacity_bytes"])
             finally:
                 os.close(fd)
-        return lmcache_server.server_argv(
+        argv = lmcache_server.server_argv(
             self.python, self.ports["zmq"], 256 << 20, self.l2, self.cap_bytes,
             self.ports["metrics"] if self.kind == "fxctl" else 0, http_port=self.ports["http"],
             tier={"segment_bytes": 64 << 20, **tier}, adapter=spec)
-
-    def start(self, timeout: float = 240) -> float:
-        os.makedirs(self.l2, exist_ok=True)
         started = time.monotonic()
         with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(self.argv(), env={**self.env, **lmcache_server.server_environment()},
+            self.proc = subprocess.Popen(argv, env={**self.env, **lmcache_server.server_environment()},
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = lmcache_server.health_url(self.ports["http"])
         while time.monotonic() - started < timeout:

@@ -5,7 +5,6 @@ endpoint as a process; and provision's exporter round (install, up to date, add 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from fxctl.data import array_exporter
 from fxctl.inventory import load_inventory_text
 from fxctl.ops import array_exporter as ops
 from fxctl.provision.exporter import ExporterRecipe
+from tests.support.sshd import free_port
 
 NQN = "nqn.2026-11.io.example:kv"
 ARRAY = {"name": "kv", "nqn": NQN, "md": "", "mount": "/mnt/kv", "members": 2, "paths": 1}
@@ -101,11 +101,6 @@ def test_an_array_without_md_or_controllers_reads_degraded(tmp_path):
                                             str(tmp_path / "none"))
     assert degraded and samples(text)[("fxctl_array_md_up", (("array", "kv"),))] == 0
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_exporter_serves_http_and_writes_the_textfile(tmp_path):

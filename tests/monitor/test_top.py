@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fxctl.monitor.top import Page, quantile, rate_row
+from tests.support.sshd import free_port
 from tests.support.strict_skips import need_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,11 +65,6 @@ def test_quantile_matches_histogram_quantile_on_edges():
     assert quantile(0.5, {1.0: 4, 2.0: 8, float("inf"): 8}) == 1.0
     assert quantile(0.99, {1.0: 0, float("inf"): 5}) == 1.0      # in +Inf: the highest finite bound
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def engine_row(screen: str) -> list[str] | None:
