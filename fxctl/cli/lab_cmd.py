@@ -10,6 +10,7 @@ import click
 from fxctl.cli import lab_fault_cmd
 from fxctl.cli.lab_options import name_option
 from fxctl.errors import BadInput, FxError
+from fxctl.lab.topology import DEFAULT_MEMORY_MIB
 from fxctl.output import dumps, emit
 
 
@@ -52,7 +53,7 @@ def build_cmd(app, force, install_deps):
 @click.option("--drives", default=4, show_default=True, type=click.IntRange(1, 16),
               help="Emulated NVMe drives per target.")
 @click.option("--drive-size", default="256M", show_default=True, help="Size of each drive (sparse file).")
-@click.option("--memory", "memory_mib", default=1280, show_default=True, type=click.IntRange(768, 16384),
+@click.option("--memory", "memory_mib", default=DEFAULT_MEMORY_MIB, show_default=True, type=click.IntRange(768, 16384),
               help="MiB of RAM per guest.")
 @name_option
 @install_deps_option

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from fxctl.serve.preflight import count_gpus
 
@@ -73,3 +76,34 @@ def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_pa
     quiet = Preflight("local")
     check_migration(LocalMachine(), in_process, quiet)
     assert quiet.checks == []
+
+
+@pytest.mark.sshd
+def test_a_state_dir_too_small_for_the_wheels_fails_before_any_upload(ssh_world, tmp_path):
+    # a host whose serve.state_dir is on a 16 MiB filesystem (a tmpfs; a lab guest's root held 78 MB): the
+    # dependency wheels (about 17 MB, 60 MB unpacked) do not fit, and pre-flight says so before uploading
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(small)], check=True)
+    try:
+        server = ssh_world["servers"][0]
+        inventory = tmp_path / "inv.yaml"
+        inventory.write_text(json.dumps({
+            "version": 1,
+            "defaults": {"key": str(ssh_world["client_key"]), "known_hosts": str(ssh_world["known_hosts"])},
+            "hosts": {"host0": {"address": "127.0.0.1", "port": server.port}},
+            "serve": {"hosts": ["host0"], "engine": "sim", "profile": "lab", "python": "/usr/bin/python3",
+                      "l2_dir": str(tmp_path / "l2"), "l2_size": "256MiB", "state_dir": str(small / "state")}}))
+        env = {k: v for k, v in os.environ.items() if k != "FXCTL_INVENTORY"}
+        res = subprocess.run([sys.executable, "-m", "fxctl", "-i", str(inventory), "serve", "start", "--name",
+                              "small"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 1, res.stdout + res.stderr
+        line = next((x for x in res.stderr.splitlines() if "host0: state-space:" in x), None)
+        assert line and f"{small / 'state'}:" in line and "MB free on" in line and "wheels needs about" in line, \
+            res.stderr
+        assert "fix: free space there, or set serve.state_dir" in res.stderr
+        assert not (small / "state" / "wheelhouse").exists() and not (small / "state" / "site").exists()
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
