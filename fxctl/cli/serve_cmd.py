@@ -21,6 +21,7 @@ instance; --l1-size/--l2-size (and the inventory's) are per host, split between 
 \b
 Examples:
   fxctl serve start --profile mi308x-qwen3-coder-480b-tp4x2 --l2-dir /mnt/kvtier/fxtier --dry-run
+  fxctl -i inventory.yaml serve start --check     # pre-flight on the hosts, read only: what start would do
   fxctl serve --engine sim --profile lab --local          # the emulator on this machine
   fxctl -i lab.yaml serve start --engine sim --profile lab --host initiator1 --l2-size 512MiB
 """
@@ -32,7 +33,8 @@ Examples:
 \b
   fxctl serve start|status|stop|logs|restart  (`fxctl serve [start options]` is `fxctl serve start`)
   fxctl serve monitor|top                     Prometheus/Grafana files; a live view
-Exit codes: 0 ok, 1 a host failed (pre-flight, launch, readiness, tier check), 2 bad input.""")
+Exit codes: 0 ok, 1 a host failed (pre-flight, launch, readiness, tier check; with --check: start would
+fail there), 2 bad input. Every command sent to a host is in the run journal (its path is printed).""")
 @start_options
 @click.pass_context
 def command(ctx, **options):
@@ -51,8 +53,9 @@ def state_dir_for(where) -> str:
 @command.command("start", help=START_HELP)
 @start_options
 @click.pass_obj
-def start_command(app, ready_timeout, dry_run, skip_preflight, no_install, hosts, local, **options):
+def start_command(app, ready_timeout, dry_run, check, skip_preflight, no_install, hosts, local, **options):
     from fxctl.cli.serve_settings import settings_of
+    from fxctl.remote.journal import RunJournal
     from fxctl.serve import deploy
     from fxctl.serve.lmcache_mode import lmcache_mode as lmcache_mode_of
     from fxctl.serve.lmcache_mode import mode_line
@@ -66,6 +69,13 @@ def start_command(app, ready_timeout, dry_run, skip_preflight, no_install, hosts
         emit({"dry_run": True, "lmcache_mode": lmcache_mode_of(settings), "why": line.lstrip("# "),
               "instances": [p.to_dict() for p in plans]}, app.output_format, text=DryRun(plans, line).text())
         return
+    if check and (skip_preflight or no_install):
+        raise BadInput("--check runs the pre-flight read only: it takes neither --skip-preflight nor --no-install")
+    where.journal = RunJournal.new("serve-check" if check else "serve-start")
+    if check:
+        render_check(app, deploy.check(settings, where), deploy.dry_run(settings, where), mode_line(settings),
+                     where.journal)
+        return
     start = deploy.start
     if settings.pipeline_parallel > 1:   # one model across the hosts: a Ray cluster under vLLM
         from fxctl.serve import ray_deploy
@@ -74,6 +84,38 @@ def start_command(app, ready_timeout, dry_run, skip_preflight, no_install, hosts
     outcomes = start(settings, where, ready_timeout=ready_timeout, preflight=not skip_preflight,
                      install=not no_install)
     render_start(app, outcomes)
+    click.echo(f"journal: {where.journal.path}", err=True)   # stderr: start's JSON is keyed by host
+
+
+def check_rows(outcomes) -> list[tuple]:
+    return [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
+            for o in outcomes.values() if o.value for c in o.value.checks]
+
+
+def render_check(app, outcomes, plans, line: str, journal) -> None:
+    """start --check: each host's checks, what start would launch, and that nothing was changed; exit 1
+    when start would fail (a failed check or a host that did not answer)."""
+    from fxctl.serve.render import DryRun
+
+    failed = {host for host, o in outcomes.items()
+              if not o.ok or any(c.status == "failed" for c in o.value.checks)}
+    data = {"check": True, "journal": str(journal.path), "would_fail": sorted(failed),
+            "hosts": {host: {"ok": o.ok, "error": o.error, "hint": o.hint,
+                             "checks": o.value.checks if o.value else []} for host, o in outcomes.items()},
+            "instances": [p.to_dict() for p in plans]}
+    if app.output_format != "table":
+        emit(data, app.output_format)
+    else:
+        rows = check_rows(outcomes)
+        if rows:
+            click.echo(table(rows, ["host", "check", "result", "detail"]))
+            click.echo()
+        click.echo(DryRun(plans, line).text())
+        click.echo("\n--check: nothing was changed on any host; start would "
+                   + (f"FAIL on {', '.join(sorted(failed))}" if failed else "go ahead") + f"; journal: {journal.path}")
+        report_failures(outcomes)
+    if failed:
+        raise click.exceptions.Exit(ExitCode.HOST_FAILED)
 
 
 def render_start(app, outcomes) -> None:
@@ -86,8 +128,7 @@ def render_start(app, outcomes) -> None:
     if app.output_format != "table":
         emit(data, app.output_format)
     else:
-        checks = [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
-                  for o in outcomes.values() if o.value for c in o.value.checks]
+        checks = check_rows(outcomes)
         if checks:
             click.echo(table(checks, ["host", "check", "result", "detail"]))
             click.echo()

@@ -102,6 +102,8 @@ def start_options(func):
                      help="Seconds to wait for /health and /v1/models."),
         click.option("--dry-run", is_flag=True, help="Print what would run, where (env, argv, LMCache YAML); "
                      "run nothing."),
+        click.option("--check", is_flag=True, help="Plan: run the pre-flight on each host read only and print "
+                     "what start would install and launch; change nothing. Exit 1 when start would fail."),
         click.option("--skip-preflight", is_flag=True, help="Launch without the pre-flight checks."),
         click.option("--no-install", is_flag=True, help="Pre-flight reports a missing or stale fxctl instead "
                      "of pushing fxctl's wheel."),

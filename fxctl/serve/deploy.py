@@ -62,6 +62,37 @@ def router_plan(settings: ServeSettings, where: Where) -> InstancePlan:
     return router.plan_router(settings, LOCAL if place.local else place.hosts[0].name, workers)
 
 
+def check(settings: ServeSettings, where: Where) -> dict[str, HostOutcome]:
+    """`serve start --check`: what start would find and do on each host, changing nothing there. The
+    pre-flight's checks, read only (what start would install is a "would fix" check, nothing is uploaded),
+    the refusal start would make (an instance already running), and the router's host's checks."""
+
+    def work(machine) -> HostStart:
+        outcome = HostStart(machine.name)
+        for plan in [] if ray_cluster.uses_ray(settings) else plan_instances(settings, machine.name):
+            launch.ensure_not_running(machine, plan)
+        outcome.checks = run_preflight(machine, settings, local=where.local, plan=True).checks
+        return outcome
+
+    outcomes = where.each(work)
+    if router.wanted(settings, len(outcomes)) and not ray_cluster.uses_ray(settings):
+        plan = router_plan(settings, where)
+
+        def router_work(machine) -> HostStart:
+            launch.ensure_not_running(machine, plan)
+            checked = Preflight(machine.name)
+            router.check_router(machine, settings, [], checked)   # its workers are not started yet
+            return HostStart(machine.name, checks=checked.checks)
+
+        answer = where.router_place().each(router_work)[plan.host]
+        mine = outcomes.get(plan.host)
+        if answer.ok and mine is not None and mine.ok:
+            mine.value.checks += answer.value.checks
+        else:
+            outcomes[plan.host if mine is None else f"{plan.host}/router"] = answer
+    return outcomes
+
+
 def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAULT_READY_TIMEOUT_S,
           preflight: bool = True, install: bool = True) -> dict[str, HostOutcome]:
     """Pre-flight, then launch every instance and wait until each is ready and its tier is up."""

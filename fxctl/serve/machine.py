@@ -11,16 +11,21 @@ import subprocess
 import time
 from pathlib import Path
 
-from fxctl.remote.command import Command, sh, write_file
-from fxctl.remote.session import HostSession, RunResult
+from fxctl.remote.command import Command, mask_secrets, sh, write_file
+from fxctl.remote.journal import RunJournal
+from fxctl.remote.session import HostSession, RunResult, tail
 
 LOCAL = "local"
 
 
 class LocalMachine:
-    """This machine: commands through `sh -c`, files written directly."""
+    """This machine: commands through `sh -c`, files written directly; each recorded in the run journal when
+    one is given, as a remote host's commands are (fxctl.remote.session)."""
 
     name = LOCAL
+
+    def __init__(self, journal: RunJournal | None = None):
+        self.journal = journal
 
     def run(self, command: Command, *, timeout: float | None = 60, check: bool = False) -> RunResult:
         start = time.monotonic()
@@ -33,6 +38,12 @@ class LocalMachine:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err = f"(timed out after {timeout}s)"
         result = RunResult(LOCAL, command.masked(), code, out, err, time.monotonic() - start, timed_out)
+        if self.journal:
+            secrets = command.secrets()
+            self.journal.record(host=LOCAL, command=result.command, exit_code=code,
+                                duration_s=round(result.duration_s, 3), timed_out=timed_out,
+                                stdout_tail=mask_secrets(tail(out), secrets),
+                                stderr_tail=mask_secrets(tail(err), secrets))
         if check and not result.ok:
             from fxctl.remote.session import CommandFailed
             raise CommandFailed(result)
@@ -42,10 +53,14 @@ class LocalMachine:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
         os.chmod(path, int(mode, 8))
+        if self.journal:
+            self.journal.record(host=LOCAL, command=f"write {path} (mode {mode}, {len(text)} characters)", exit_code=0)
 
     def upload(self, local: Path, remote: str) -> None:
         Path(remote).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(local, remote)
+        if self.journal:
+            self.journal.record(host=LOCAL, command=f"put {local} -> {remote}", exit_code=0)
 
     def close(self) -> None:
         pass

@@ -41,7 +41,7 @@ SIM_SCALE = 32  # the emulator's --real-tier-scale default: it stores chunks thi
 class Check:
     host: str
     check: str
-    status: str           # ok | failed | warn | fixed
+    status: str           # ok | failed | warn | fixed | would fix (start --check: what start would change)
     detail: str
     fix: str = ""
 
@@ -61,11 +61,14 @@ class Preflight:
         self.checks.append(Check(self.host, check, status, detail, fix))
 
 
-def run_preflight(machine, settings: ServeSettings, *, install: bool = True, local: bool = False) -> Preflight:
+def run_preflight(machine, settings: ServeSettings, *, install: bool = True, local: bool = False,
+                  plan: bool = False) -> Preflight:
+    """Every check on one host; `plan` (start --check): read only, what start would install is a
+    "would fix" check and nothing is uploaded, unpacked or installed."""
     result = Preflight(machine.name)
     check_mount(machine, settings, result)
     check_space(machine, settings, result)
-    check_python(machine, settings, result, install=install, local=local)
+    check_python(machine, settings, result, install=install, local=local, plan=plan)
     if settings.engine == "vllm" and result.ok:   # the engines' own parsers read the launch lines
         from fxctl.serve.engine_args import check_engine_args
 
@@ -208,7 +211,8 @@ def python_facts(machine, python: str, modules: list[str], site_dir: str | None 
         return {"error": res.tail(3) or f"exit {res.exit_code}"}
 
 
-def check_python(machine, settings: ServeSettings, result: Preflight, *, install: bool, local: bool) -> None:
+def check_python(machine, settings: ServeSettings, result: Preflight, *, install: bool, local: bool,
+                 plan: bool = False) -> None:
     py = settings.python
     cpu = settings.engine == "vllm" and settings.device == "cpu"
     if settings.engine == "vllm":
@@ -248,18 +252,23 @@ def check_python(machine, settings: ServeSettings, result: Preflight, *, install
         result.add("fxctl", "ok", f"fxctl in {py} is this checkout ({facts.get('fxctl_path')})")
         return
     why = "; ".join(facts["missing"]) if facts["missing"] else "stale (source hash differs)"
-    if not install:
+    if not install and not plan:
         result.add("fxctl", "failed", f"{py}: {why}", "run without --no-install to push fxctl's wheel")
         return
     if settings.engine == "vllm":
-        install_into_env(machine, settings, result, why, built, expected)
+        install_into_env(machine, settings, result, why, built, expected, plan=plan)
     else:
-        install_site(machine, settings, result, why, modules, built, expected)
+        install_site(machine, settings, result, why, modules, built, expected, plan=plan)
 
 
-def install_into_env(machine, settings: ServeSettings, result: Preflight, why: str, built, expected: str) -> None:
+def install_into_env(machine, settings: ServeSettings, result: Preflight, why: str, built, expected: str, *,
+                     plan: bool = False) -> None:
     """vLLM's env has pip: install our wheel there (no deps, no index: the host may have no network)."""
     remote = f"{settings.state_dir}/wheels/{built.name}"
+    if plan:
+        result.add("fxctl", "would fix", f"{settings.python}: {why}; start would upload {built.name} to {remote} "
+                   f"and pip install it there (no deps, no index)")
+        return
     machine.upload(built, remote)
     res = machine.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                         "--force-reinstall", remote), timeout=300)
@@ -278,7 +287,7 @@ UNPACK = ('py=$1; dest=$2; shift 2; rm -rf "$dest.new" && mkdir -p "$dest.new" |
 
 
 def install_site(machine, settings: ServeSettings, result: Preflight, why: str, modules: list[str],
-                 built, expected: str) -> None:
+                 built, expected: str, *, plan: bool = False) -> None:
     """Emulator hosts may have neither pip nor network: unpack the wheels into private site dirs,
     fxctl's own (replaced whenever it changes) in front of its dependencies (unpacked once per set)."""
     own, deps = f"{settings.state_dir}/site-fxctl", f"{settings.state_dir}/site"
@@ -299,6 +308,13 @@ def install_site(machine, settings: ServeSettings, result: Preflight, why: str, 
     wanted = " ".join(sorted(w.name for w in wheels))
     have = machine.run(sh("cat", stamp)).stdout.strip()
     staging = f"{settings.state_dir}/wheelhouse"
+    pushed = ([*wheels] if have != wanted else []) + [built]
+    if not room_for_wheels(machine, settings.state_dir, pushed, result):
+        return
+    if plan:
+        result.add("fxctl", "would fix", f"{why}; start would upload and unpack {built.name}" + (
+            f" and {len(wheels)} dependency wheels" if have != wanted else "") + f" into {path}")
+        return
     steps = []
     if have != wanted:
         machine.run(sh("rm", "-rf", staging).then(sh("mkdir", "-p", staging)), check=True)
@@ -310,6 +326,7 @@ def install_site(machine, settings: ServeSettings, result: Preflight, why: str, 
             machine.write_text(stamp, wanted + "\n")
     machine.upload(built, f"{staging}/{built.name}")
     steps.append(machine.run(script(UNPACK, settings.python, own, f"{staging}/{built.name}"), timeout=120))
+    machine.run(sh("rm", "-rf", staging))   # unpacked: the wheels are not needed there any more
     facts = python_facts(machine, settings.python, modules, path)
     failed = [s for s in steps if not s.ok]
     if not failed and facts.get("fxctl_hash") == expected and not facts.get("missing"):
@@ -320,6 +337,31 @@ def install_site(machine, settings: ServeSettings, result: Preflight, why: str, 
         detail = failed[0].tail(3) if failed else "; ".join(facts.get("missing", [])) or "fxctl there differs"
         result.add("fxctl", "failed", f"unpacking wheels into {path} failed: {detail}",
                    f"install fxctl[sim] into {settings.python} yourself")
+
+
+# What unpacking needs on the host, as a multiple of the wheels' bytes: the wheels themselves in the staging
+# folder and the unpacked copy (about 3.5 times the wheels for fxctl's dependencies: 17 MB -> 60 MB), with
+# the old copy still there until the new one is complete when only fxctl's own changes
+UNPACK_ROOM = 5
+
+
+def room_for_wheels(machine, state_dir: str, wheels, result: Preflight) -> bool:
+    """Whether the filesystem of state_dir has room to stage and unpack these wheels; a failed check when
+    not, before anything is uploaded (a full root filesystem otherwise fails mid-upload, cryptically)."""
+    need = UNPACK_ROOM * sum(w.stat().st_size for w in wheels)
+    parent = existing_parent(machine, state_dir)
+    res = machine.run(sh("df", "-B1", "--output=avail", parent))
+    words = res.stdout.split()
+    if not res.ok or not words[-1:] or not words[-1].isdigit():
+        result.add("state-space", "failed", f"df on {parent} failed: {res.tail(2)}", "check serve.state_dir")
+        return False
+    free = int(words[-1])
+    if free < need:
+        result.add("state-space", "failed", f"{state_dir}: {free / 1e6:.0f} MB free on {parent}, unpacking "
+                   f"{len(wheels)} wheels needs about {need / 1e6:.0f} MB",
+                   "free space there, or set serve.state_dir to a folder on a larger filesystem")
+        return False
+    return True
 
 
 GPU_TOOLS = {"cuda": sh("nvidia-smi", "-L"), "rocm": sh("rocm-smi", "--showid", "--csv")}

@@ -91,7 +91,7 @@ def preflight_all(settings: ServeSettings, where: Where, outcomes: dict[str, Hos
             if not checked.ok:
                 raise PreflightFailed(outcomes[machine.name], [c for c in checked.checks if c.status == "failed"])
             return checked.site_dir, facts
-        answers = Where([host]).each(work)
+        answers = Where([host], journal=where.journal).each(work)
         raise_failed(answers)
         site_dir, versions[host.name] = answers[host.name].value
     differ = ray_cluster.mismatches(versions)

@@ -6,7 +6,7 @@ policies the field uses (cache_aware: the replica whose past requests share the 
 load is too uneven; consistent_hash; power_of_two; round_robin; random); its /health answers 200 only when
 its workers do; it passes the OpenAI API through (/v1/models, /v1/completions, /v1/chat/completions) and
 exports per-worker Prometheus counters. production-stack's router and llm-d's endpoint picker are the same
-idea bound to Kubernetes (service discovery, Envoy ext-proc); the README maps fxctl's roles onto them.
+idea bound to Kubernetes (service discovery, Envoy ext-proc); docs/serve.md (On Kubernetes) maps fxctl's roles onto them.
 
 Placement and life cycle: on the inventory's serve.router.host or the first serving host; started after
 every instance of every host is ready (it waits for its workers' /health itself too), stopped before them;
@@ -117,8 +117,8 @@ def endpoint(plan: InstancePlan, address: str) -> str:
 
 def check_router(machine, settings: ServeSettings, workers: list[str], result) -> None:
     """Pre-flight on the router's host: vllm-router imports in the serving env at the known-good version,
-    every worker answers /health from there (the router would wait for them for 10 minutes), and its two
-    ports are free."""
+    every worker given answers /health from there (the router would wait for them for 10 minutes), and its
+    two ports are free."""
     from fxctl.serve.preflight import BUSY_PORTS, KNOWN_GOOD_FLEET
 
     good = KNOWN_GOOD_FLEET[DIST]
@@ -130,7 +130,8 @@ def check_router(machine, settings: ServeSettings, workers: list[str], result) -
         result.add(f"python:{DIST}", "failed", f"{settings.python}: {DIST} {have or 'does not import: ' + res.tail(1)}"
                    f", known good {good}", "fxctl serve install-env (CPU hosts) or "
                    f"{settings.python} -m pip install {DIST}=={good}")
-    check_workers(machine, workers, result)
+    if workers:   # none in start --check: the engines are not started yet
+        check_workers(machine, workers, result)
     ports = [router_port(settings), router_port(settings) + 1]
     busy = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
     if busy.ok and busy.stdout.split():

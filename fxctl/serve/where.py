@@ -3,11 +3,13 @@ and the defaults that follow from that choice (state folder, where L2 lives)."""
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fxctl.errors import BadInput, FxError
 from fxctl.inventory.model import Host
+from fxctl.remote.journal import RunJournal
 from fxctl.remote.pool import HostOutcome, run_on_hosts
 from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
 
@@ -15,34 +17,41 @@ from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
 @dataclass
 class Where:
     """Local (this machine) or these inventory hosts; `router_host`: the inventory's serve.router.host;
-    `state_dir`: the inventory's serve.state_dir (where configs, logs and state go on the hosts)."""
+    `state_dir`: the inventory's serve.state_dir (where configs, logs and state go on the hosts); `journal`:
+    the run journal every command on these places goes to (the Wheres made from this one share it)."""
 
     hosts: list[Host] = field(default_factory=list)
     router_host: Host | None = None
     state_dir: str | None = None
+    journal: RunJournal | None = None
 
     @property
     def local(self) -> bool:
         return not self.hosts
 
     def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
+        """work(machine) on each place, every host's outcome kept; each command goes to the journal."""
+        journal = self.journal
         if self.local:
             try:
-                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalMachine()))}
+                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalMachine(journal)))}
             except FxError as exc:
                 return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
-        return run_on_hosts(self.hosts, lambda session: work(RemoteMachine(session)))
+            except Exception as exc:  # as run_on_hosts does for a remote host: a bug is this place's failure
+                return {LOCAL: HostOutcome(LOCAL, False, error=f"internal error: {exc!r}",
+                                           hint=traceback.format_exc(limit=3).strip().splitlines()[-1])}
+        return run_on_hosts(self.hosts, lambda session: work(RemoteMachine(session)), journal=journal)
 
     def router_place(self) -> Where:
         """Where the deployment's router runs: serve.router.host, else the first serving host (or here)."""
         if self.local:
             return self
-        return Where([self.router_host or self.hosts[0]], state_dir=self.state_dir)
+        return Where([self.router_host or self.hosts[0]], state_dir=self.state_dir, journal=self.journal)
 
     def with_router(self) -> Where:
         """The serving hosts plus the router's host when it is another one (status, stop and logs look there)."""
         extra = [self.router_host] if self.router_host and self.router_host not in self.hosts else []
-        return Where(self.hosts + extra, self.router_host, self.state_dir)
+        return Where(self.hosts + extra, self.router_host, self.state_dir, self.journal)
 
     def address_of(self, name: str) -> str:
         """How the router reaches a serving host: its inventory address (127.0.0.1 here)."""
