@@ -122,14 +122,14 @@ def test_short_link_cut_during_a_read_keeps_the_array_clean(lab, drill):
 def array_prometheus(lab, tmp_path):
     """A real Prometheus on this machine scraping initiator1's array exporter (installed by provision,
     listening on the guest's loopback) through an SSH port forward over the lab's management network, with
-    the rules `fxctl serve monitor` writes (scrape and evaluation every second, alerts after 2 s)."""
+    the rules `fxctl serve monitor` writes (scrape and evaluation every 2 s, alerts after 2 s)."""
     initiator = lab.guests("initiator")[0]
     with open_session(guest_host(lab.state, initiator)) as session:
         session.connection.open()
         forward = PortForward(session.connection.client.get_transport(), MonitoringSpec().exporter_port)
         target = Target(ARRAY, f"127.0.0.1:{forward.local_port}", initiator.name, "-",
                         f"{initiator.name}/array-exporter")
-        files.write(str(tmp_path / "monitor"), files.render([target], Thresholds(for_s=2), 1))
+        files.write(str(tmp_path / "monitor"), files.render([target], Thresholds(for_s=2), 2))
         (tmp_path / "tsdb").mkdir()
         prom = Prometheus(tmp_path / "monitor", tmp_path / "tsdb")
         try:

@@ -27,7 +27,11 @@ class Prometheus:
             [binary, f"--config.file={config_dir / 'prometheus.yml'}", f"--storage.tsdb.path={data_dir}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=config_dir)
-        self.wait(lambda: self.get("/-/ready") is not None, 60, "Prometheus never became ready")
+        deadline = time.monotonic() + 60
+        while self.get("/-/ready") is None:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"Prometheus never became ready (see {data_dir.parent / 'prometheus.log'})")
+            time.sleep(0.5)
 
     def get(self, path: str, **params) -> dict | str | None:
         url = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -55,15 +59,21 @@ class Prometheus:
         answer = self.get("/api/v1/label/__name__/values")
         return set(answer["data"]) if answer else set()
 
-    @staticmethod
-    def wait(ready, timeout: float, message: str, every: float = 0.5):
+    def targets(self) -> list[str]:
+        """Each scrape target's job, health, last scrape's duration and error: what a failed wait shows."""
+        answer = self.get("/api/v1/targets")
+        return [f"{t['labels'].get('job')}/{t['labels'].get('instance')}: {t['health']} "
+                f"({t.get('lastScrapeDuration', 0):.2f} s) {t.get('lastError', '')}".rstrip()
+                for t in (answer or {}).get("data", {}).get("activeTargets", [])]
+
+    def wait(self, ready, timeout: float, message: str, every: float = 0.5):
         deadline = time.monotonic() + timeout
         while True:
             got = ready()
             if got:
                 return got
             if time.monotonic() > deadline:
-                raise AssertionError(message)
+                raise AssertionError(f"{message}; targets: {self.targets()}")
             time.sleep(every)
 
     def close(self) -> None:
