@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes of every fxctl command (documented in README.md)."""
+    """Process exit codes of every fxctl command (documented in docs/exit-codes.md)."""
 
     OK = 0
     HOST_FAILED = 1        # at least one host (or step, or gate) failed

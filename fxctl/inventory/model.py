@@ -86,7 +86,7 @@ class Listen:
 
 @shape
 class Connect:
-    """nvme connect parameters for the initiator; README "Path loss" says why these defaults."""
+    """nvme connect parameters for the initiator; docs/provision.md "Path loss" says why these defaults."""
 
     nr_io_queues: between(1, 1024) = 8
     queue_size: between(16, 1024) = 128

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-SUDO_USER = "fxctl-test"  # created by .ci/run (NOPASSWD sudo); see tests/README
+SUDO_USER = "fxctl-test"  # created by .ci/run (NOPASSWD sudo); see docs/tests.md
 
 
 def free_port() -> int:
