@@ -123,8 +123,8 @@ CASES = [
     ("unknown serve key", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  instance: 2\n",
      "inv.yaml:7: serve.instance: unknown key; allowed here: hosts, profile, engine, model, tensor_parallel, "
      "pipeline_parallel, instances, port, max_num_seqs, max_model_len, max_num_batched_tokens, "
-     "gpu_memory_utilization, block_size, kv_cache_dtype, l1_size, l2_size, l2_dir, python, state_dir, router, "
-     "metrics_address"),
+     "gpu_memory_utilization, block_size, kv_cache_dtype, enforce_eager, l1_size, l2_size, l2_dir, python, "
+     "state_dir, router, metrics_address"),
     ("empty drives", GOOD_HOSTS + ARRAY.replace("[{serial: SN1}, {serial: SN2}]", "[]"),
      "inv.yaml:10: arrays[0].drives: needs at least 1 item(s)"),
     ("role listed twice", "version: 1\nhosts:\n  a: {address: 192.0.2.1, roles: [target, target]}\n",
@@ -150,6 +150,8 @@ CASES = [
      "(vLLM's own parser checks it)"),
     ("a block size of zero", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  block_size: 0\n",
      "inv.yaml:7: serve.block_size: must be between 1 and 1024, got 0"),
+    ("enforce_eager as a word", GOOD_HOSTS + "serve:\n  hosts: [i1]\n  enforce_eager: sometimes\n",
+     "inv.yaml:7: serve.enforce_eager: must be true or false, got a string"),
 ]
 
 

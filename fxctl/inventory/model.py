@@ -212,6 +212,7 @@ class ServeSpec:
     gpu_memory_utilization: fraction() | None = None
     block_size: between(*INT_RANGES["block_size"]) | None = None
     kv_cache_dtype: checked(v.kv_cache_dtype) | None = None
+    enforce_eager: Bool | None = None    # vLLM's --enforce-eager (no torch.compile)
     l1_bytes: size() | None = Field(None, validation_alias="l1_size")
     l2_bytes: size() | None = Field(None, validation_alias="l2_size")
     l2_dir: checked(v.mount_point) | None = None

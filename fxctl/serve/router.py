@@ -6,7 +6,8 @@ policies the field uses (cache_aware: the replica whose past requests share the 
 load is too uneven; consistent_hash; power_of_two; round_robin; random); its /health answers 200 only when
 its workers do; it passes the OpenAI API through (/v1/models, /v1/completions, /v1/chat/completions) and
 exports per-worker Prometheus counters. production-stack's router and llm-d's endpoint picker are the same
-idea bound to Kubernetes (service discovery, Envoy ext-proc); docs/serve.md (On Kubernetes) maps fxctl's roles onto them.
+idea bound to Kubernetes (service discovery, Envoy ext-proc); docs/serve.md (On Kubernetes) maps fxctl's
+roles onto them.
 
 Placement and life cycle: on the inventory's serve.router.host or the first serving host; started after
 every instance of every host is ready (it waits for its workers' /health itself too), stopped before them;

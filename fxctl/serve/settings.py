@@ -60,6 +60,7 @@ class ServeSettings:
     block_size: int | None = None
     kv_cache_dtype: str | None = None
     num_gpu_blocks: int | None = None
+    enforce_eager: bool | None = None   # vLLM without torch.compile (cpu-tiny: its start-up is 40-60 s shorter)
     cpu_kv_cache_gb: float | None = None  # CPU hosts: vLLM's KV cache in host memory (VLLM_CPU_KVCACHE_SPACE)
     dev_endpoints: bool = False         # VLLM_SERVER_DEV_MODE=1 (POST /reset_prefix_cache): benchmarks only
     lmcache_mode: str | None = None     # mp | in-process; None: mp where it can serve (fxctl.serve.lmcache_mode)
@@ -164,6 +165,8 @@ def vllm_setting_problems(settings: ServeSettings) -> list[str]:
     util = settings.gpu_memory_utilization
     if util is not None and (isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1):
         problems.append(f"gpu_memory_utilization {util!r}: a fraction in (0, 1]")
+    if settings.enforce_eager is not None and not isinstance(settings.enforce_eager, bool):
+        problems.append(f"enforce_eager {settings.enforce_eager!r}: true or false")
     dtype = settings.kv_cache_dtype
     if dtype is not None and not (isinstance(dtype, str) and re.fullmatch(KV_CACHE_DTYPE_RE, dtype)):
         problems.append(f"kv_cache_dtype {dtype!r}: a name of vLLM's --kv-cache-dtype, such as auto or fp8")

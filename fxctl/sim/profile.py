@@ -120,6 +120,7 @@ class ServingSection:
     cpu_kv_cache_gb: param(NUM) = None
     kv_cache_dtype: param(str) = None      # vLLM's --kv-cache-dtype (fxctl.serve.vllm_flags); the model's
                                            # kv_dtype_bytes is what the cost model uses
+    enforce_eager: param(bool) = None      # vLLM's --enforce-eager (no torch.compile); the emulator ignores it
     router: RouterSection | None = None
 
 

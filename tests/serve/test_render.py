@@ -45,6 +45,17 @@ def test_golden_launch(profile, engine):
     check_golden_file(path, got)
 
 
+def test_enforce_eager_is_a_switch_and_the_sim_has_no_such_flag():
+    # cpu-tiny sets serving.enforce_eager: the flag alone, once; false (inventory or profile) leaves it out
+    assert engines(rendered("cpu-tiny", "vllm"))[0]["argv"].count("--enforce-eager") == 1
+    off = engines(rendered("cpu-tiny", "vllm", enforce_eager=False))[0]["argv"]
+    assert "--enforce-eager" not in off and "False" not in off
+    assert "--enforce-eager" not in engines(rendered("h200-70b", "vllm"))[0]["argv"]   # unset: vLLM's default
+    assert "--enforce-eager" not in engines(rendered("cpu-tiny", "sim"))[0]["argv"]
+    with pytest.raises(BadInput, match="enforce_eager 'yes': true or false"):
+        rendered("cpu-tiny", "vllm", enforce_eager="yes")
+
+
 def test_480b_tp4x2_two_instances_on_disjoint_gpus_and_ports():
     got = engines(rendered("mi308x-qwen3-coder-480b-tp4x2", "vllm"))
     assert [i["gpus"] for i in got] == [[0, 1, 2, 3], [4, 5, 6, 7]]

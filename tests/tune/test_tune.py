@@ -87,14 +87,16 @@ def test_tune_over_http_writes_every_output_and_resumes_without_repeating(tmp_pa
     assert again["best"] == summary["best"]
 
     # a run cut short (one trial file missing, as after Ctrl-C) measures only what is missing. The missing
-    # point is the search's first (c=4, well inside the SLO): measured again it comes out a little different,
-    # but on the same side of the SLO, so the search takes the same path (a point near the SLO could flip and
-    # lead it elsewhere, to points no run measured yet)
+    # point is the search's first (c=4, well inside the SLO): measured again on the wall clock it comes out a
+    # little different, and the search usually takes the same path; on a loaded machine (seen once, 4 of the
+    # 5 kept reused) its figures may lead the search to a point no run measured, which it then measures. Either
+    # way no kept trial is measured again (their files untouched) and the missing one is
     victim = (run_dir / "trials" / "max_num_seqs=64__search__c0004.json")
     victim.unlink()
     kept = {p: p.stat().st_mtime_ns for p in (run_dir / "trials").glob("*.json")}
+    assert len(kept) == len(trials) - 1
     partial, _ = tune(["--resume", str(run_dir)], tmp_path / "unused")
-    assert partial["trials_resumed"] == len(kept) == len(trials) - 1
+    assert 1 <= partial["trials_resumed"] <= len(kept), partial
     assert victim.exists() and partial["trials_measured_now"] >= 1
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in kept.items())
 
