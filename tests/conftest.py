@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -57,3 +58,14 @@ def _isolated_run_dir(tmp_path, monkeypatch):
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+def sim_serve_inventory(world, path: Path, *, l2_dir: Path, state_dir: Path, **serve) -> Path:
+    """An inventory at `path`: sshd host0 of `world` serving the emulator with the host's own python3."""
+    path.write_text(json.dumps({
+        "version": 1,
+        "defaults": {"key": str(world["client_key"]), "known_hosts": str(world["known_hosts"])},
+        "hosts": {"host0": {"address": "127.0.0.1", "port": world["servers"][0].port}},
+        "serve": {"hosts": ["host0"], "engine": "sim", "profile": "lab", "python": "/usr/bin/python3",
+                  "l2_dir": str(l2_dir), "l2_size": "256MiB", "state_dir": str(state_dir), **serve}}))
+    return path

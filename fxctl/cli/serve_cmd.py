@@ -87,9 +87,18 @@ def start_command(app, ready_timeout, dry_run, check, skip_preflight, no_install
     click.echo(f"journal: {where.journal.path}", err=True)   # stderr: start's JSON is keyed by host
 
 
-def check_rows(outcomes) -> list[tuple]:
-    return [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
+def host_entry(o) -> dict:
+    """One host's outcome as start and start --check print it: ok, error, hint and its checks."""
+    return {"ok": o.ok, "error": o.error, "hint": o.hint, "checks": o.value.checks if o.value else []}
+
+
+def echo_checks(outcomes) -> None:
+    """The pre-flight's checks of every host as one table (nothing when there are none)."""
+    rows = [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
             for o in outcomes.values() if o.value for c in o.value.checks]
+    if rows:
+        click.echo(table(rows, ["host", "check", "result", "detail"]))
+        click.echo()
 
 
 def render_check(app, outcomes, plans, line: str, journal) -> None:
@@ -100,16 +109,12 @@ def render_check(app, outcomes, plans, line: str, journal) -> None:
     failed = {host for host, o in outcomes.items()
               if not o.ok or any(c.status == "failed" for c in o.value.checks)}
     data = {"check": True, "journal": str(journal.path), "would_fail": sorted(failed),
-            "hosts": {host: {"ok": o.ok, "error": o.error, "hint": o.hint,
-                             "checks": o.value.checks if o.value else []} for host, o in outcomes.items()},
+            "hosts": {host: host_entry(o) for host, o in outcomes.items()},
             "instances": [p.to_dict() for p in plans]}
     if app.output_format != "table":
         emit(data, app.output_format)
     else:
-        rows = check_rows(outcomes)
-        if rows:
-            click.echo(table(rows, ["host", "check", "result", "detail"]))
-            click.echo()
+        echo_checks(outcomes)
         click.echo(DryRun(plans, line).text())
         click.echo("\n--check: nothing was changed on any host; start would "
                    + (f"FAIL on {', '.join(sorted(failed))}" if failed else "go ahead") + f"; journal: {journal.path}")
@@ -121,17 +126,12 @@ def render_check(app, outcomes, plans, line: str, journal) -> None:
 def render_start(app, outcomes) -> None:
     from fxctl.serve.deploy import PreflightFailed  # noqa: F401  (outcome errors carry its message)
 
-    data = {host: {"ok": o.ok, "error": o.error, "hint": o.hint,
-                   "checks": o.value.checks if o.value else [],
-                   "instances": o.value.instances if o.value else [],
+    data = {host: {**host_entry(o), "instances": o.value.instances if o.value else [],
                    "endpoint": o.value.endpoint if o.value else None} for host, o in outcomes.items()}
     if app.output_format != "table":
         emit(data, app.output_format)
     else:
-        checks = check_rows(outcomes)
-        if checks:
-            click.echo(table(checks, ["host", "check", "result", "detail"]))
-            click.echo()
+        echo_checks(outcomes)
         rows = [(i.host, i.unit, i.port, i.mode, ",".join(i.models), i.tier)
                 for o in outcomes.values() if o.value for i in o.value.instances]
         if rows:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fxctl.serve.preflight import count_gpus
+from tests.conftest import sim_serve_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,14 +88,8 @@ def test_a_state_dir_too_small_for_the_wheels_fails_before_any_upload(ssh_world,
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(small)], check=True)
     try:
-        server = ssh_world["servers"][0]
-        inventory = tmp_path / "inv.yaml"
-        inventory.write_text(json.dumps({
-            "version": 1,
-            "defaults": {"key": str(ssh_world["client_key"]), "known_hosts": str(ssh_world["known_hosts"])},
-            "hosts": {"host0": {"address": "127.0.0.1", "port": server.port}},
-            "serve": {"hosts": ["host0"], "engine": "sim", "profile": "lab", "python": "/usr/bin/python3",
-                      "l2_dir": str(tmp_path / "l2"), "l2_size": "256MiB", "state_dir": str(small / "state")}}))
+        inventory = sim_serve_inventory(ssh_world, tmp_path / "inv.yaml", l2_dir=tmp_path / "l2",
+                                        state_dir=small / "state")
         env = {k: v for k, v in os.environ.items() if k != "FXCTL_INVENTORY"}
         res = subprocess.run([sys.executable, "-m", "fxctl", "-i", str(inventory), "serve", "start", "--name",
                               "small"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fxctl.remote.journal import RunJournal
+from tests.conftest import sim_serve_inventory
 
 pytestmark = pytest.mark.sshd
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +32,8 @@ def journal_of(stderr: str) -> list[dict]:
 
 
 def test_check_changes_nothing_and_start_journals_its_commands(ssh_world, tmp_path):
-    server = ssh_world["servers"][0]
     state, l2 = tmp_path / "state", tmp_path / "l2"
-    inventory = tmp_path / "inv.yaml"
-    inventory.write_text(json.dumps({
-        "version": 1,
-        "defaults": {"key": str(ssh_world["client_key"]), "known_hosts": str(ssh_world["known_hosts"])},
-        "hosts": {"host0": {"address": "127.0.0.1", "port": server.port}},
-        "serve": {"hosts": ["host0"], "engine": "sim", "profile": "lab", "python": "/usr/bin/python3",
-                  "port": 8197, "l2_dir": str(l2), "l2_size": "256MiB", "state_dir": str(state)}}))
+    inventory = sim_serve_inventory(ssh_world, tmp_path / "inv.yaml", l2_dir=l2, state_dir=state, port=8197)
     env = {k: v for k, v in os.environ.items() if k != "FXCTL_INVENTORY"}
     before = files(tmp_path)
 
