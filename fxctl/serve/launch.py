@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fxctl.errors import FxError
 from fxctl.remote.command import Command, script, sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
-from fxctl.serve.render import InstancePlan
+from fxctl.serve.render import PROMETHEUS_DIR, InstancePlan
 
 LOG_TAIL = 30
 # LMCache's own line when it built the plugin, or the plugin's line once its store is open
@@ -99,6 +99,9 @@ def start_instance(machine, plan: InstancePlan) -> str:
     mode = "systemd" if has_systemd(machine) else "process"
     directory = plan.state_path.rsplit("/", 1)[0]
     machine.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
+    metrics_dir = f"{directory}/{PROMETHEUS_DIR}"   # the run's prometheus_client files: its counters from 0
+    if plan.env.get("PROMETHEUS_MULTIPROC_DIR") == metrics_dir:
+        machine.run(sh("rm", "-rf", metrics_dir).then(sh("mkdir", "-p", metrics_dir)), check=True)
     if plan.device_file:   # raw_block's device: made once, never shrunk or rewritten (it holds the KV)
         path, size = plan.device_file
         machine.run(script('[ -e "$1" ] || truncate -s "$2" "$1"', path, str(size)), check=True)

