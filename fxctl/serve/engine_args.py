@@ -14,7 +14,7 @@ import hashlib
 import json
 
 from fxctl import data
-from fxctl.kvtier.lmcache_server import ADAPTER_CLASS, ADAPTER_MODULE
+from fxctl.integrations.lmcache.server import ADAPTER_CLASS, ADAPTER_MODULE
 from fxctl.paths import serve_cache_dir
 from fxctl.remote.command import sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF

@@ -2,18 +2,18 @@
 
 LMCache's supported direction is MP mode: a separate `lmcache server` process holds the DRAM pool (L1)
 and its L2 adapters, and vLLM connects to it with `LMCacheMPConnector`. fxctl's tier is that server's
-`plugin` L2 adapter (fxctl.kvtier.lmcache_mp_adapter.FxTierL2Adapter). One server per serving host and
+`plugin` L2 adapter (fxctl.integrations.lmcache.l2_adapter.FxTierL2Adapter). One server per serving host and
 deployment, shared by the deployment's instances on that host: one DRAM pool and one L2 index per host,
 so instances that serve the same model share prefixes, and one process owns the tier's directory (the
 tier store takes a lock on it). MP serves GPU hosts and CPU hosts alike: on a CPU host the server takes
-LMCache's engine-driven copy path (`--supported-transfer-mode auto`; fxctl.kvtier.lmcache_server).
+LMCache's engine-driven copy path (`--supported-transfer-mode auto`; fxctl.integrations.lmcache.server).
 
 The in-process path (`LMCacheConnectorV1` + the `fxtier` storage plugin, marked deprecated by LMCache)
 stays only where MP cannot serve:
 - `--offload lmcache-disk`: LMCache's own LocalDiskBackend, kept as a comparison anchor, exists only there;
 - `--lmcache-mode in-process`: an operator who keeps a warm in-process tier while migrating (its chunk
   keys differ from MP mode's, so an MP server does not read it: see `migration_note`).
-On a CPU host the in-process path runs with fxctl's CPU connector (fxctl.kvtier.vllm_cpu_connector):
+On a CPU host the in-process path runs with fxctl's CPU connector (fxctl.integrations.vllm.cpu_connector):
 LMCache 0.5.6 has none for vLLM's CPU cache there.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from fxctl.errors import BadInput
-from fxctl.kvtier import lmcache_server
+from fxctl.integrations.lmcache import server as lmcache_server
 from fxctl.kvtier.admission import DEFAULT_ADMISSION
 
 MODES = ("mp", "in-process")

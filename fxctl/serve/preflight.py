@@ -216,9 +216,9 @@ def check_python(machine, settings: ServeSettings, result: Preflight, *, install
     py = settings.python
     cpu = settings.engine == "vllm" and settings.device == "cpu"
     if settings.engine == "vllm":
-        modules = ["vllm", "lmcache", "fxctl.kvtier.lmcache_adapter"]
+        modules = ["vllm", "lmcache", "fxctl.integrations.lmcache.storage_plugin"]
         if cpu:
-            modules.append("fxctl.kvtier.vllm_cpu_layout")
+            modules.append("fxctl.integrations.vllm.cpu_layout")
     else:
         modules = ["aiohttp", "yaml", "fxctl.cli", "fxctl.sim.server", "fxctl.kvtier"]
     local = local and wheel.checkout() is not None   # an installed fxctl is pushed into the env, as to hosts
@@ -272,7 +272,7 @@ def install_into_env(machine, settings: ServeSettings, result: Preflight, why: s
     machine.upload(built, remote)
     res = machine.run(sh(settings.python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                         "--force-reinstall", remote), timeout=300)
-    facts = python_facts(machine, settings.python, ["fxctl.kvtier.lmcache_adapter"])
+    facts = python_facts(machine, settings.python, ["fxctl.integrations.lmcache.storage_plugin"])
     if res.ok and facts.get("fxctl_hash") == expected and not facts.get("missing"):
         result.add("fxctl", "fixed", f"was {why}; installed {built.name} into {settings.python}")
     else:

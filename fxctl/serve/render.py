@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config
+from fxctl.integrations.lmcache.config import lmcache_environment, render_lmcache_config
 from fxctl.serve.lmcache_mode import (
     SERVER_INDEX,
     device_file,
@@ -29,10 +29,10 @@ from fxctl.units import GB, GIB
 
 KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
                                 separators=(",", ":"))
-# vLLM on CPU: LMCache has no connector for vLLM's CPU cache; fxctl's (fxctl.kvtier.vllm_cpu_connector) wraps
+# vLLM on CPU: LMCache has no connector for vLLM's CPU cache; fxctl's (fxctl.integrations.vllm.cpu_connector) wraps
 # vLLM's LMCacheConnectorV1 with one
 CPU_KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "FxCpuLMCacheConnector",
-                                     "kv_connector_module_path": "fxctl.kvtier.vllm_cpu_connector",
+                                     "kv_connector_module_path": "fxctl.integrations.vllm.cpu_connector",
                                      "kv_role": "kv_both"}, separators=(",", ":"))
 # the `vllm serve` console script fails with the vllm-cpu distribution (it asks version("vllm")); the
 # module entry point works with both distributions

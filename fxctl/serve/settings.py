@@ -26,7 +26,7 @@ ENGINES = ("vllm", "sim")
 DEVICES = ("cuda", "rocm", "ascend", "cpu", "none")   # what runs vLLM on a host; "none": unknown GPU
 # KV below the engine: fxctl's tier; LMCache's own tiers as comparison anchors (its in-process LocalDiskBackend,
 # and the L2 adapters of its MP server that find their data after a restart: fs_native, fs, raw_block,
-# kvtier/lmcache_server.LMCACHE_ADAPTERS); or recompute
+# integrations/lmcache/server.LMCACHE_ADAPTERS); or recompute
 OFFLOADS = ("fxctl", "lmcache-fs-native", "lmcache-fs", "lmcache-raw-block", "lmcache-disk", "none")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$")

@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fxctl.kvtier import lmcache_server
+from fxctl.integrations.lmcache import server as lmcache_server
 
 ADAPTERS = ("fxctl", "fs_native", "fs", "raw_block")
 DRILLS = ("crash", "capacity", "damage", "full")

@@ -62,7 +62,7 @@ def adapters(io_threads: int) -> list[AdapterSpec]:
 
     def fxctl_plugin(verify_reads: bool):
         def spec(d, cap, slot):
-            return {"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter",
+            return {"type": "plugin", "module_path": "fxctl.integrations.lmcache.l2_adapter",
                     "class_name": "FxTierL2Adapter",
                     "adapter_params": {"l2_path": d, "l2_bytes": cap + (1 << 30), "l1_bytes": 0,
                                        "io_threads": io_threads, "verify_reads": verify_reads}}

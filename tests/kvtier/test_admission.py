@@ -116,8 +116,8 @@ def test_put_with_l1_copies_and_releases_at_once(disk_dir):
 
 
 def test_the_policy_reaches_both_serving_paths():
-    from fxctl.kvtier.lmcache_config import render_lmcache_config, tier_config_from_extra
-    from fxctl.kvtier.lmcache_server import adapter_spec
+    from fxctl.integrations.lmcache.config import render_lmcache_config, tier_config_from_extra
+    from fxctl.integrations.lmcache.server import adapter_spec
 
     cfg = render_lmcache_config(l2_path="/x", l2_bytes=1 << 30, cpu_bytes=1 << 30, l2_admission="l1-evict")
     assert tier_config_from_extra(cfg["extra_config"]).l2_admission == "l1-evict"

@@ -45,7 +45,7 @@ def test_flips_touch_data_not_the_index(tmp_path):
 
 
 def test_raw_block_keeps_its_metadata_region(tmp_path):
-    from fxctl.kvtier.lmcache_server import RAW_BLOCK_META
+    from fxctl.integrations.lmcache.server import RAW_BLOCK_META
 
     device = tmp_path / "raw_block.img"
     with open(device, "wb") as f:

@@ -19,8 +19,8 @@ from lmcache.v1.memory_management import MemoryFormat  # noqa: E402
 from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
 from lmcache.v1.storage_backend.storage_manager import StorageManager  # noqa: E402
 
-from fxctl.kvtier.lmcache_adapter import FxTierBackend  # noqa: E402
-from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config  # noqa: E402
+from fxctl.integrations.lmcache.config import lmcache_environment, render_lmcache_config  # noqa: E402
+from fxctl.integrations.lmcache.storage_plugin import FxTierBackend  # noqa: E402
 
 LAYERS, HEADS, HEAD_DIM, TOKENS = 4, 2, 32, 256
 SHAPE = torch.Size([2, LAYERS, TOKENS, HEADS * HEAD_DIM])  # 128 KiB in bf16
@@ -146,7 +146,7 @@ def test_rendered_config_keeps_chunk_hashes_stable():
     assert config["pre_caching_hash_algorithm"] == "sha256_cbor"
     parsed = LMCacheEngineConfig.from_dict(config)
     assert parsed.storage_plugins == ["fxtier"]
-    assert parsed.extra_config["storage_plugin.fxtier.module_path"] == "fxctl.kvtier.lmcache_adapter"
+    assert parsed.extra_config["storage_plugin.fxtier.module_path"] == "fxctl.integrations.lmcache.storage_plugin"
     assert parsed.extra_config["fxtier.l2_path"] == "/mnt/kv"
 
 

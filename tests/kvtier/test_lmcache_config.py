@@ -2,7 +2,7 @@
 
 import pytest
 
-from fxctl.kvtier.lmcache_config import lmcache_environment, render_lmcache_config, tier_config_from_extra
+from fxctl.integrations.lmcache.config import lmcache_environment, render_lmcache_config, tier_config_from_extra
 
 
 def test_rendered_config_names_the_plugin_and_its_tier():

@@ -27,7 +27,7 @@ def memory_obj(tensor):
 
 def make_adapter(path, **params):
     config = PluginL2AdapterConfig.from_dict({
-        "module_path": "fxctl.kvtier.lmcache_mp_adapter", "class_name": "FxTierL2Adapter",
+        "module_path": "fxctl.integrations.lmcache.l2_adapter", "class_name": "FxTierL2Adapter",
         "adapter_params": {"l2_path": path, "l2_bytes": 64 << 20, "segment_bytes": 16 << 20, **params}})
     return create_l2_adapter_from_registry(config)
 

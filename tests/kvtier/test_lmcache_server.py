@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fxctl.kvtier.lmcache_server import (
+from fxctl.integrations.lmcache.server import (
     adapter_spec,
     health_url,
     kv_transfer_config,
@@ -25,7 +25,7 @@ def test_server_argv_loads_fxctls_tier_as_the_plugin_l2_adapter():
     assert flags["--l1-size-gb"] == "1.0" and flags["--eviction-policy"] == "LRU"
     assert flags["--supported-transfer-mode"] == "auto"
     assert json.loads(flags["--l2-adapter"]) == {
-        "type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter", "class_name": "FxTierL2Adapter",
+        "type": "plugin", "module_path": "fxctl.integrations.lmcache.l2_adapter", "class_name": "FxTierL2Adapter",
         "adapter_params": {"l2_path": "/mnt/kv/fxtier", "l2_bytes": 64 << 30, "segment_bytes": 1 << 30,
                            "metrics_port": 9599}}
 

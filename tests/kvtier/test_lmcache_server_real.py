@@ -23,7 +23,7 @@ from kvtier_helpers import free_port, sample, scrape
 pytestmark = pytest.mark.lmcache
 pytest.importorskip("lmcache.cli.main")
 
-from fxctl.kvtier.lmcache_server import (  # noqa: E402
+from fxctl.integrations.lmcache.server import (  # noqa: E402
     adapter_spec,
     describe_argv,
     health_url,

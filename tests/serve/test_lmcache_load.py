@@ -18,7 +18,7 @@ from lmcache.v1.event_manager import EventManager  # noqa: E402
 from lmcache.v1.metadata import LMCacheMetadata  # noqa: E402
 from lmcache.v1.storage_backend.storage_manager import StorageManager  # noqa: E402
 
-from fxctl.kvtier.lmcache_adapter import FxTierBackend  # noqa: E402
+from fxctl.integrations.lmcache.storage_plugin import FxTierBackend  # noqa: E402
 from fxctl.serve.launch import LOADED_LINE  # noqa: E402
 from fxctl.serve.render import plan_instances  # noqa: E402
 from fxctl.serve.settings import settings_from  # noqa: E402

@@ -85,7 +85,7 @@ def test_lmcache_config_has_the_plugin_and_stable_hashes():
     assert config["storage_plugins"] == ["fxtier"]
     assert config["pre_caching_hash_algorithm"] == "sha256_cbor"
     extra = config["extra_config"]
-    assert extra["storage_plugin.fxtier.module_path"] == "fxctl.kvtier.lmcache_adapter"
+    assert extra["storage_plugin.fxtier.module_path"] == "fxctl.integrations.lmcache.storage_plugin"
     assert extra["fxtier.l2_path"] == f"{L2_DIR}/main-1"
     assert extra["fxtier.l2_bytes"] == 1099 * 10**9  # the profile's per-instance L2
     assert config["max_local_cpu_size"] > 0
@@ -104,7 +104,7 @@ def test_480b_tp8_dry_run_is_lmcache_mp_with_fxctls_adapter():
     assert argv[argv.index("--eviction-policy") + 1] == "LRU"
     adapter = json.loads(argv[argv.index("--l2-adapter") + 1])
     assert (adapter["type"], adapter["module_path"], adapter["class_name"]) == \
-        ("plugin", "fxctl.kvtier.lmcache_mp_adapter", "FxTierL2Adapter")
+        ("plugin", "fxctl.integrations.lmcache.l2_adapter", "FxTierL2Adapter")
     assert adapter["adapter_params"]["l2_path"] == f"{L2_DIR}/main-mp"
     assert float(argv[argv.index("--l1-size-gb") + 1]) > 0
     kv = json.loads(engine.argv[engine.argv.index("--kv-transfer-config") + 1])
@@ -184,7 +184,7 @@ def test_lmcache_own_persistent_adapters_replace_only_the_l2_adapter():
     header and one chunk of the profile's model, on a device file made before the server starts."""
     import json as json_
 
-    from fxctl.kvtier.lmcache_server import RAW_BLOCK_META
+    from fxctl.integrations.lmcache.server import RAW_BLOCK_META
 
     def server_of(offload):
         settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/opt/vllm/bin/python3",
@@ -215,7 +215,7 @@ def test_lmcache_own_persistent_adapters_replace_only_the_l2_adapter():
 def test_raw_block_without_a_model_shape_says_what_it_needs():
     from dataclasses import replace
 
-    from fxctl.kvtier.lmcache_server import lmcache_adapter_spec
+    from fxctl.integrations.lmcache.server import lmcache_adapter_spec
 
     settings = settings_from(load_profile("cpu-tiny"), l2_dir=L2_DIR, python="/p", model="/m",
                              offload="lmcache-raw-block")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fxctl.serve.wheel import local_source_hash, wheel_source_hash
+from fxctl.serve.wheel import local_source_hash, pip_wheel, wheel_source_hash
 
 pytestmark = pytest.mark.sshd
 REPO = Path(__file__).resolve().parents[2]
@@ -37,10 +37,9 @@ def installed(tmp_path_factory) -> Path:
     """A clean venv with fxctl installed from a wheel built from this checkout; returns its bin folder."""
     root = tmp_path_factory.mktemp("wheel-install")
     dist = root / "dist"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(dist), str(REPO)], capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
-    wheel = next(dist.glob("fxctl-*.whl"))
+    # from a clean copy of the checkout, as fxctl's own wheel builds are: an in-tree build reuses a build/ left
+    # in the checkout, and a module moved since then would ship twice
+    wheel = pip_wheel(REPO, dist)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",

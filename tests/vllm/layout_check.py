@@ -11,8 +11,8 @@ import sys
 
 import torch
 
-from fxctl.kvtier.vllm_cpu_connector import CpuPagedConnector
-from fxctl.kvtier.vllm_cpu_layout import PageLayout, gather, kernel_write, learn_layout
+from fxctl.integrations.vllm.cpu_connector import CpuPagedConnector
+from fxctl.integrations.vllm.cpu_layout import PageLayout, gather, kernel_write, learn_layout
 
 
 class MemoryObj:   # the one attribute of LMCache's MemoryObj the connector uses

@@ -14,7 +14,7 @@ from fxctl.kvtier.admission import DEFAULT_ADMISSION
 from fxctl.kvtier.config import CHUNK_TOKENS, GIB, IO_THREADS, TierConfig
 
 PLUGIN_NAME = "fxtier"
-MODULE_PATH = "fxctl.kvtier.lmcache_adapter"
+MODULE_PATH = "fxctl.integrations.lmcache.storage_plugin"
 CLASS_NAME = "FxTierBackend"
 EXTRA_PREFIX = "fxtier."  # extra_config keys read by the plugin: fxtier.<TierConfig field>, fxtier.metrics_port
 

@@ -1,6 +1,6 @@
 """fxctl's KV tier as an L2 adapter of LMCache's multi-process mode (`lmcache server --l2-adapter`):
 
-    --l2-adapter '{"type": "plugin", "module_path": "fxctl.kvtier.lmcache_mp_adapter",
+    --l2-adapter '{"type": "plugin", "module_path": "fxctl.integrations.lmcache.l2_adapter",
                    "class_name": "FxTierL2Adapter", "adapter_params": {"l2_path": "/mnt/kv", "l2_bytes": ...}}'
 
 adapter_params are TierConfig fields, and:

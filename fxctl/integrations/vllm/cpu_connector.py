@@ -6,14 +6,14 @@ back to recompute. This module supplies the missing piece and nothing more:
 
 - `CpuPagedConnector`, an LMCache `GPUConnectorInterface` for vLLM's CPU paged cache: memory objects in
   LMCache's KV_2LTD format (`[2, layers, tokens, heads * head_size]`) are read out of the cache with the
-  layout learnt from vLLM's own kernel (fxctl.kvtier.vllm_cpu_layout.gather) and written back with that
+  layout learnt from vLLM's own kernel (fxctl.integrations.vllm.cpu_layout.gather) and written back with that
   kernel (`cpu_attn_reshape_and_cache`);
 - `FxCpuLMCacheConnector`, vLLM's own `LMCacheConnectorV1` with LMCache's connector factory answering
   with `CpuPagedConnector` on CPU (every other device keeps LMCache's own choice).
 
 Everything else (chunking, hashing, lookup, the CPU pool, LocalDiskBackend, fxctl's tier plugin) is
 LMCache's unchanged code. vLLM loads the class from `--kv-transfer-config`:
-    {"kv_connector": "FxCpuLMCacheConnector", "kv_connector_module_path": "fxctl.kvtier.vllm_cpu_connector",
+    {"kv_connector": "FxCpuLMCacheConnector", "kv_connector_module_path": "fxctl.integrations.vllm.cpu_connector",
      "kv_role": "kv_both"}
 LMCache is imported only when vLLM builds the connector (importing it while vLLM registers plugins kills
 the worker).
@@ -25,7 +25,7 @@ import logging
 
 import torch
 
-from fxctl.kvtier.vllm_cpu_layout import PageLayout, gather, kernel_write, learn_layout
+from fxctl.integrations.vllm.cpu_layout import PageLayout, gather, kernel_write, learn_layout
 
 log = logging.getLogger(__name__)
 CONNECTOR_NAME = "FxCpuLMCacheConnector"

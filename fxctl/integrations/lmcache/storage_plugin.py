@@ -25,8 +25,8 @@ from lmcache.utils import CacheEngineKey
 from lmcache.v1.memory_management import MemoryFormat, MemoryObj
 from lmcache.v1.storage_backend.abstract_backend import StoragePluginInterface
 
+from fxctl.integrations.lmcache.config import EXTRA_PREFIX, tier_config_from_extra
 from fxctl.kvtier.config import CHUNK_TOKENS
-from fxctl.kvtier.lmcache_config import EXTRA_PREFIX, tier_config_from_extra
 from fxctl.kvtier.metrics import serve_metrics
 from fxctl.kvtier.store import TierStore
 

@@ -28,7 +28,7 @@ from typing import Any
 from fxctl.kvtier.config import CHUNK_TOKENS
 from fxctl.units import GIB
 
-ADAPTER_MODULE = "fxctl.kvtier.lmcache_mp_adapter"
+ADAPTER_MODULE = "fxctl.integrations.lmcache.l2_adapter"
 ADAPTER_CLASS = "FxTierL2Adapter"
 CONNECTOR = "LMCacheMPConnector"
 LOOPBACK = "127.0.0.1"
