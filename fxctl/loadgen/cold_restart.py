@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fxctl.errors import FxError
+from fxctl.serve.roles import Role
 
 # variant -> (offload, LMCache mode): fxctl's tier in LMCache's MP server (the default deployment) and as
 # the in-process plugin behind fxctl's CPU connector (the path LMCache's own disk tier takes)
@@ -134,7 +135,7 @@ def run_variant(spec: ColdRestartSpec, variant: str, progress: Callable[[str], N
         plans = plan_instances(settings, "local")
         server = [p for p in plans if p.is_server and p.metrics_port]
         routed = wanted(settings, 1)
-        engines = [p for p in plans if p.role == "engine"]
+        engines = [p for p in plans if p.role == Role.ENGINE]
         url = f"http://127.0.0.1:{router_port(settings) if routed else spec.port}"
         result = run_load(LoadSpec(url, workload, concurrency=spec.concurrency,
                                    requests=spec.prompts, nonce=NONCE, time_limit_s=1800.0,

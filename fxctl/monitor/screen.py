@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from fxctl.serve.roles import Role
 from fxctl.units import GB
 
-ROLE = {"engine": "engine", "lmcache-server": "tier", "router": "router"}
+ROLE = {Role.ENGINE: "engine", Role.LMCACHE_SERVER: "tier", Role.ROUTER: "router"}
 
 
 def pct(value: float | None) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from fxctl.errors import BadInput
 from fxctl.serve.listen import LOOPBACK
+from fxctl.serve.roles import Role
 
 ENGINE, TIER, ROUTER, ARRAY = "fxctl-engine", "fxctl-tier", "fxctl-router", "fxctl-array"
 JOBS = (ENGINE, TIER, ROUTER, ARRAY)
@@ -43,10 +44,10 @@ def deployment_targets(plans, address_of, metrics_address: str, local: bool) -> 
     loopback_only: list[str] = []
     for plan in plans:
         address = LOOPBACK if local else address_of(plan.host)
-        if plan.role == "engine":
+        if plan.role == Role.ENGINE:
             out.append(Target(ENGINE, hostport(address, plan.port), plan.host, plan.deployment,
                               f"{plan.host}/{plan.id}"))
-        elif plan.role in ("lmcache-server", "router") and plan.metrics_port:
+        elif plan.role in (Role.LMCACHE_SERVER, Role.ROUTER) and plan.metrics_port:
             if not local and metrics_address == LOOPBACK:
                 loopback_only.append(f"{plan.host} ({plan.unit})")
             job, name = (TIER, f"{plan.host}/{plan.deployment}-lmcache") if plan.is_server else \

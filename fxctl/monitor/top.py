@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fxctl.kvtier.metrics import tier_summary
 from fxctl.serve.replica_metrics import ENGINE_COUNTERS, ROUTER_REQUESTS, RUNNING, TTFT, hit_rates
+from fxctl.serve.roles import Role
 
 
 @dataclass
@@ -124,9 +125,9 @@ def read_pages(where, state_dir: str, name: str | None) -> tuple[list[Page], dic
     def work(machine) -> list[Page]:
         pages = []
         for plan, _mode in launch.saved_plans(machine, state_dir, name):
-            if plan.role == "engine":
+            if plan.role == Role.ENGINE:
                 port = plan.port
-            elif plan.role in ("lmcache-server", "router") and plan.metrics_port:
+            elif plan.role in (Role.LMCACHE_SERVER, Role.ROUTER) and plan.metrics_port:
                 port = plan.metrics_port
             else:
                 continue

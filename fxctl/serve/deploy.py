@@ -12,6 +12,7 @@ from fxctl.serve import launch, ray_cluster, router, wheel
 from fxctl.serve.machine import LOCAL, LocalMachine
 from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, plan_instances
+from fxctl.serve.roles import RAY, Role
 from fxctl.serve.settings import ServeSettings, with_site_dir
 from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
@@ -187,7 +188,7 @@ def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, ou
 
 def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:
     """The router before the engines it sends to, engines before the LMCache server they use."""
-    rank = {router.ROLE: 0, "engine": 1}
+    rank = {Role.ROUTER: 0, Role.ENGINE: 1}
     return sorted(saved, key=lambda item: (item[0].deployment, rank.get(item[0].role, 2), item[0].index))
 
 
@@ -212,12 +213,12 @@ class PreflightFailed(FxError):
 def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
     def work(machine) -> list[launch.InstanceStatus]:
         saved = ray_cluster.on_this_host(machine, launch.saved_plans(machine, state_dir, name))
-        return [(ray_cluster.node_status if plan.role in ray_cluster.ROLES else launch.instance_status)(
+        return [(ray_cluster.node_status if plan.role in RAY else launch.instance_status)(
                     machine, plan, mode) for plan, mode in saved]
     return where.with_router().each(work)
 
 
-STOP_PHASES = ((router.ROLE,), None, (ray_cluster.WORKER,), (ray_cluster.HEAD,))   # None: every other role
+STOP_PHASES = ((Role.ROUTER,), None, (Role.RAY_WORKER,), (Role.RAY_HEAD,))   # None: every other role
 
 
 def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:
@@ -231,7 +232,7 @@ def stop(where: Where, state_dir: str, name: str | None = None) -> dict[str, Hos
         saved = ray_cluster.on_this_host(machine, launch.saved_plans(machine, state_dir, name))
         if name and not saved and phase is None:
             raise FxError(f"{machine.name}: no deployment named {name!r}", "fxctl serve status lists them")
-        ray_seen.extend(p.role in ray_cluster.ROLES for p, _ in saved)
+        ray_seen.extend(p.role in RAY for p, _ in saved)
         for plan, mode in stop_order(saved):
             if (plan.role not in named) if phase is None else plan.role in phase:
                 was_running = ray_cluster.stop_node(machine, plan, mode)
@@ -274,7 +275,7 @@ def restart(where: Where, state_dir: str, name: str | None, *,
 
     def saved_of(machine, routers: bool) -> list[tuple[InstancePlan, str]]:
         return [(p, m) for p, m in stop_order(launch.saved_plans(machine, state_dir, name))
-                if (p.role == router.ROLE) == routers]
+                if (p.role == Role.ROUTER) == routers]
 
     def stop_routers(machine) -> list:
         return [launch.stop_instance(machine, plan, mode) for plan, mode in saved_of(machine, True)]
@@ -285,7 +286,7 @@ def restart(where: Where, state_dir: str, name: str | None, *,
             raise FxError(f"{machine.name}: no deployment{' ' + name if name else ''} to restart",
                           "fxctl serve start first")
         mine = saved_of(machine, False)
-        if any(plan.role in ray_cluster.ROLES for plan, _ in mine):
+        if any(plan.role in RAY for plan, _ in mine):
             raise FxError(f"{machine.name}: a Ray deployment is restarted with stop and start",
                           "fxctl serve stop --name NAME, then fxctl serve start with the same options")
         for plan, mode in mine:
@@ -328,7 +329,7 @@ def set_router_policy(where: Where, state_dir: str, name: str, policy: str, *,
     def work(machine) -> HostStart:
         outcome = HostStart(machine.name)
         for plan, mode in launch.saved_plans(machine, state_dir, name):
-            if plan.role == router.ROLE:
+            if plan.role == Role.ROUTER:
                 launch.stop_instance(machine, plan, mode)
                 launch_in_order(machine, [router.with_policy(plan, policy)], ready_timeout, outcome, [])
         return outcome
@@ -348,7 +349,7 @@ def switch_local_policy(url: str, policy: str, ready_timeout: float = 300.0) -> 
     (as `fxctl serve` would); FxError when no router of fxctl's listens there."""
     state = local_state_dir()
     port = urlparse(url).port
-    mine = [p for p, _ in launch.saved_plans(LocalMachine(), state) if p.role == router.ROLE and p.port == port]
+    mine = [p for p, _ in launch.saved_plans(LocalMachine(), state) if p.role == Role.ROUTER and p.port == port]
     if not mine:
         raise FxError(f"no router of fxctl serve on this machine listens on port {port}",
                       "--param serving.router.policy needs --url of a router `fxctl serve start --local` started")

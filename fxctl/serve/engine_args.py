@@ -19,6 +19,7 @@ from fxctl.paths import serve_cache_dir
 from fxctl.remote.command import sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import plan_instances
+from fxctl.serve.roles import Role
 from fxctl.serve.vllm_flags import flag_values
 
 PARSE_TIMEOUT_S = 300
@@ -27,9 +28,9 @@ MIB = 1 << 20   # L1 reaches LMCache as GiB with decimals (--l1-size-gb): compar
 
 def cases_of(plans) -> list[dict]:
     """One case per engine instance: its vLLM argv and the host's LMCache server argv (MP mode)."""
-    server = next((p.argv for p in plans if p.role == "lmcache-server"), None)
+    server = next((p.argv for p in plans if p.role == Role.LMCACHE_SERVER), None)
     return [{"vllm": list(p.argv), "lmcache": list(server) if server else None}
-            for p in plans if p.role == "engine" and p.engine == "vllm"]
+            for p in plans if p.role == Role.ENGINE and p.engine == "vllm"]
 
 
 def parse_command(python: str, cases: list[dict], site_dir: str | None = None):

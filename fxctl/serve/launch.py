@@ -19,6 +19,7 @@ from fxctl.errors import FxError
 from fxctl.remote.command import Command, script, sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import PROMETHEUS_DIR, InstancePlan
+from fxctl.serve.roles import Role
 
 LOG_TAIL = 30
 # LMCache's own line when it built the plugin, or the plugin's line once its store is open
@@ -26,6 +27,7 @@ LOADED_LINE = re.compile(r"Created backend: fxtier \(FxTierBackend\)|fxtier: L2 
 LMCACHE_DISK_LINE = r"Created backend: LocalDiskBackend"
 TIER_LOG_WORDS = re.compile(r"Created backend: \S+ \(\w+\)|fxtier: L2 at \S+")
 STOP_WAIT_S = 15
+STATE_SCHEMA = 1   # the version of instance.json's shape (read_state refuses newer ones)
 SERVER_HEALTH = "/healthcheck"          # LMCache's MP server HTTP API (lmcache/v1/multiprocess/http_apis)
 SERVER_ADAPTERS = "/config/adapters"
 
@@ -50,7 +52,8 @@ class InstanceStatus:
     host: str
     deployment: str
     index: int
-    engine: str
+    engine: str            # vllm | sim: the deployment's engine
+    role: str              # what this process is (fxctl.serve.roles.Role)
     mode: str              # systemd | process
     unit: str
     pid: int | None
@@ -107,7 +110,8 @@ def start_instance(machine, plan: InstancePlan) -> str:
         machine.run(script('[ -e "$1" ] || truncate -s "$2" "$1"', path, str(size)), check=True)
     if plan.config_path and plan.lmcache_config is not None:
         machine.write_text(plan.config_path, plan.lmcache_yaml() or "")
-    machine.write_text(plan.state_path, json.dumps({"mode": mode, "plan": plan.to_dict()}, indent=2) + "\n")
+    state = {"schema": STATE_SCHEMA, "mode": mode, "plan": plan.to_dict()}
+    machine.write_text(plan.state_path, json.dumps(state, indent=2) + "\n")
     keep_previous_log = 'if [ -f "$1" ]; then mv -f "$1" "$1.1"; fi; : >"$1"'
     machine.run(sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path)), check=True)
     if mode == "systemd":
@@ -216,7 +220,7 @@ def wait_ready(machine, plan: InstancePlan, mode: str, timeout_s: float) -> list
 
 def confirm_tier(machine, plan: InstancePlan) -> str:
     """Evidence that fxctl's tier really came up (LMCache only logs plugin failures)."""
-    if plan.role == "router":
+    if plan.role == Role.ROUTER:
         from fxctl.serve.router import describe
         return describe(plan)
     if plan.engine == "sim":
@@ -292,7 +296,7 @@ def instance_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
     healthy = False
     if running and plan.is_server:
         healthy = probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH]["status"] == 200
-        return InstanceStatus(machine.name, plan.deployment, plan.index, "lmcache-server", mode, plan.unit, pid,
+        return InstanceStatus(machine.name, plan.deployment, plan.index, plan.engine, plan.role, mode, plan.unit, pid,
                               running, healthy, [], plan.port, plan.log_path, tier_metrics(machine, plan))
     load = None
     if running:
@@ -300,8 +304,8 @@ def instance_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
         healthy = answers["/health"]["status"] == 200
         models = model_ids(answers["/v1/models"]["body"])
         load = served_counters(machine, plan)
-    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.role if plan.role == "router" else
-                          plan.engine, mode, plan.unit, pid, running, healthy and bool(models), models, plan.port,
+    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.engine, plan.role, mode, plan.unit, pid,
+                          running, healthy and bool(models), models, plan.port,
                           plan.log_path, load=load)
 
 
@@ -309,11 +313,11 @@ def served_counters(machine, plan: InstancePlan) -> dict | None:
     """What an engine served (vLLM's /metrics) or how the router spread requests (its metrics port)."""
     from fxctl.serve.replica_metrics import engine_counters, router_counters
 
-    port = plan.metrics_port if plan.role == "router" else plan.port
+    port = plan.metrics_port if plan.role == Role.ROUTER else plan.port
     answer = probe(machine, plan, "/metrics", port=port)["/metrics"]
     if answer["status"] != 200:
         return None
-    return {"workers": router_counters(answer["body"])} if plan.role == "router" else engine_counters(answer["body"])
+    return {"workers": router_counters(answer["body"])} if plan.role == Role.ROUTER else engine_counters(answer["body"])
 
 
 def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[InstancePlan, str]]:
@@ -326,14 +330,27 @@ def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[
                        "names: lowercase letters, digits, '-'; state dir: an absolute path of [A-Za-z0-9._/+-]")
     # the pattern is expanded by the shell on purpose; both parts are checked above
     pattern = f"{state_dir}/{name}/*/instance.json" if name else f"{state_dir}/*/*/instance.json"
-    body = 'for f in $1; do [ -f "$f" ] && cat "$f" && echo "\036"; done; true'
+    body = 'for f in $1; do [ -f "$f" ] && printf "%s\\n" "$f" && cat "$f" && printf "\\036"; done; true'
     res = machine.run(script(body, pattern))
     found = []
     for chunk in res.stdout.split("\036"):
         if chunk.strip():
-            try:
-                data = json.loads(chunk)
-                found.append((InstancePlan.from_dict(data["plan"]), data["mode"]))
-            except (ValueError, KeyError):
-                continue
+            path, _, text = chunk.lstrip("\n").partition("\n")
+            found.append(read_state(machine.name, path, text))
     return sorted(found, key=lambda item: (item[0].deployment, item[0].index))
+
+
+def read_state(host: str, path: str, text: str) -> tuple[InstancePlan, str]:
+    """One instance.json: its plan and launch mode. A file that does not parse stops the command, named: an
+    instance skipped in silence would be left running by stop and missing from status."""
+    try:
+        data = json.loads(text)
+        schema = data.get("schema", 1)   # fxctl before schema 1 wrote none; its files are schema 1
+        if not isinstance(schema, int) or schema > STATE_SCHEMA:
+            raise FxError(f"{host}: {path} has state schema {schema!r}; this fxctl reads up to {STATE_SCHEMA}",
+                          "run the fxctl that started it (a newer one), or upgrade this one")
+        return InstancePlan.from_dict(data["plan"]), data["mode"]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise FxError(f"{host}: {path} is not an instance state fxctl can read ({type(exc).__name__}: {exc})",
+                      "see what runs there (the pid file beside it, or its fxctl-* systemd unit), stop it by "
+                      "hand, then remove the file") from None

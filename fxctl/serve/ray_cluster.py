@@ -26,11 +26,10 @@ from fxctl.remote.command import Command, sh
 from fxctl.serve import launch
 from fxctl.serve.launch import InstanceStatus
 from fxctl.serve.render import InstancePlan, plan_instances, visible_devices_env
+from fxctl.serve.roles import RAY, Role
 from fxctl.serve.settings import ServeSettings
 from fxctl.serve.vllm_cpu_ray import SWITCH as CPU_RAY_SWITCH
 
-HEAD, WORKER = "ray-head", "ray-worker"
-ROLES = (HEAD, WORKER)
 RAY_INDEX = -3               # a node's place among a deployment's plans (router -2, LMCache server -1, engines 0..)
 GCS_PORT_OFFSET = 700        # the head's GCS port: the deployment's port + 700
 CLIENT_PORT_OFFSET = 701     # the head's Ray client server
@@ -105,7 +104,7 @@ def node_argv(settings: ServeSettings, index: int, ip: str, head_ip: str) -> tup
 
 def node_plan(settings: ServeSettings, host: str, ip: str, index: int, head_ip: str) -> InstancePlan:
     directory = f"{settings.state_dir}/{settings.name}/ray-{index}"   # hosts may share a filesystem (tests)
-    role = HEAD if index == 0 else WORKER
+    role = Role.RAY_HEAD if index == 0 else Role.RAY_WORKER
     return InstancePlan(
         deployment=settings.name, index=RAY_INDEX, host=host, port=ports(settings, index)[0],
         gpus=tuple(range(settings.tensor_parallel)) if settings.gpus_needed else (), env=node_env(settings, ip),
@@ -276,14 +275,14 @@ def remaining(machine, plan: InstancePlan) -> list[str]:
 def on_this_host(machine, saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:
     """A Ray deployment's saved plans that were started for this host: hosts that share a filesystem (as the
     tests' local sshd hosts do) see each other's state files, and each must act on its own processes only."""
-    spanning = {plan.deployment for plan, _ in saved if plan.role in ROLES}
+    spanning = {plan.deployment for plan, _ in saved if plan.role in RAY}
     return [(plan, mode) for plan, mode in saved if plan.deployment not in spanning or plan.host == machine.name]
 
 
 def stop_node(machine, plan: InstancePlan, mode: str) -> bool:
     """Stop one instance; for a Ray node, also check that none of its processes is left."""
     was_running = launch.stop_instance(machine, plan, mode)
-    if plan.role in ROLES:
+    if plan.role in RAY:
         left = remaining(machine, plan)
         if left:
             raise FxError(f"{machine.name}: Ray processes of {plan.unit} left after its stop: " + "; ".join(left),
@@ -298,9 +297,9 @@ def node_status(machine, plan: InstancePlan, mode: str) -> InstanceStatus:
     pid = launch.read_pid(machine, plan) if running and mode == "process" else \
         launch.unit_main_pid(machine, plan) if running else None
     healthy, cluster = running, None
-    if running and plan.role == HEAD:
+    if running and plan.role == Role.RAY_HEAD:
         res = machine.run(status_command(plan.argv[0], address_of(plan.env["VLLM_HOST_IP"], plan.port)), timeout=60)
         cluster = parse_status(res.stdout) if res.ok else None
         healthy = cluster is not None
-    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.role, mode, plan.unit, pid, running,
-                          healthy, [], plan.port, plan.log_path, cluster=cluster)
+    return InstanceStatus(machine.name, plan.deployment, plan.index, plan.engine, plan.role, mode, plan.unit, pid,
+                          running, healthy, [], plan.port, plan.log_path, cluster=cluster)

@@ -23,6 +23,7 @@ from fxctl.serve.lmcache_mode import (
     server_environment,
     tier_metrics_port,
 )
+from fxctl.serve.roles import RAY, Role
 from fxctl.serve.settings import ServeSettings, validate
 from fxctl.serve.vllm_flags import flag_argv
 from fxctl.units import GB, GIB
@@ -59,13 +60,13 @@ class InstancePlan:
     unit: str
     engine: str
     offload: str = "fxctl"
-    role: str = "engine"                # engine | lmcache-server (MP mode: the host's LMCache server)
+    role: Role = Role.ENGINE
     metrics_port: int = 0               # where fxctl's tier exports Prometheus metrics (0: none)
     device_file: tuple[str, int] | None = None   # (path, bytes) made before start when missing: raw_block's device
 
     @property
     def is_server(self) -> bool:
-        return self.role == "lmcache-server"
+        return self.role == Role.LMCACHE_SERVER
 
     @property
     def id(self) -> str:
@@ -97,7 +98,7 @@ class InstancePlan:
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
-                   role=data.get("role", "engine"), metrics_port=data.get("metrics_port", 0),
+                   role=Role(data.get("role", Role.ENGINE)), metrics_port=data.get("metrics_port", 0),
                    device_file=tuple(data["device_file"]) if data.get("device_file") else None)
 
 
@@ -216,7 +217,7 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
         argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
         log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", l2_path=l2_path,
         unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,
-        role="lmcache-server", metrics_port=mp_ports(settings)[2] if tier_metrics_port(settings) else 0,
+        role=Role.LMCACHE_SERVER, metrics_port=mp_ports(settings)[2] if tier_metrics_port(settings) else 0,
         device_file=device_file(settings, l2_path))
 
 
@@ -230,11 +231,11 @@ class DryRun:
     def text(self) -> str:
         out = []
         for plan in self.plans:
-            if plan.role == "router":
+            if plan.role == Role.ROUTER:
                 out.append(f"# {plan.host}: router ({plan.unit}), vllm-router in front of the instances, port "
                            f"{plan.port} (the endpoint), its metrics on 127.0.0.1:{plan.metrics_port}, started after "
                            f"the instances are ready, log {plan.log_path}")
-            elif plan.role in ("ray-head", "ray-worker"):   # fxctl.serve.ray_cluster
+            elif plan.role in RAY:   # fxctl.serve.ray_cluster
                 out.append(f"# {plan.host}: Ray {plan.role[4:]} node ({plan.unit}) at {plan.env.get('VLLM_HOST_IP')}, "
                            f"Ray temp dir {plan.l2_path}, log {plan.log_path}")
             elif plan.is_server:

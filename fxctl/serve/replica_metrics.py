@@ -10,6 +10,7 @@ Counters only grow while a process lives: a figure for one run is the difference
 from __future__ import annotations
 
 from fxctl.loadgen.metrics import parse_counters
+from fxctl.serve.roles import Role
 
 ENGINE_COUNTERS = {"requests": "vllm:request_success_total", "prefix_queries": "vllm:prefix_cache_queries_total",
                    "prefix_hits": "vllm:prefix_cache_hits_total",
@@ -92,10 +93,10 @@ def host_summaries(statuses) -> list[dict]:
     ready, their vLLM counters summed, and fxctl's tier summed over the host's processes that export it."""
     rows: dict[str, dict] = {}
     for s in statuses:
-        if s.engine == "router":
+        if s.role == Role.ROUTER:
             continue
         row = rows.setdefault(s.host, {"host": s.host, "engines": 0, "ready": 0, "served": [], "tiers": []})
-        if s.engine != "lmcache-server":
+        if s.role == Role.ENGINE:
             row["engines"] += 1
             row["ready"] += s.state == "ready"
             if s.load:

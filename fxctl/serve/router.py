@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from fxctl.remote.command import sh
 from fxctl.serve.render import InstancePlan
+from fxctl.serve.roles import Role
 from fxctl.serve.router_settings import PORT_OFFSET
 from fxctl.serve.settings import ServeSettings
 
-ROLE = "router"
 ROUTER_INDEX = -2            # the router's place among a deployment's plans (server -1, engines 0..n-1)
 ENTRY = ("-m", "vllm_router.launch_router")   # the console script's module: no path beside python to guess
 DIST = "vllm-router"
@@ -48,7 +48,7 @@ def worker_url(address: str, port: int) -> str:
 
 def worker_urls(engines: list[InstancePlan], address_of) -> list[str]:
     """Each engine's URL as the router host reaches it: the inventory address of its host."""
-    return [worker_url(address_of(p.host), p.port) for p in engines if p.role == "engine"]
+    return [worker_url(address_of(p.host), p.port) for p in engines if p.role == Role.ENGINE]
 
 
 def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> InstancePlan:
@@ -61,7 +61,7 @@ def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> Insta
         deployment=settings.name, index=ROUTER_INDEX, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
         argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
         state_path=f"{directory}/instance.json", l2_path=directory, unit=f"fxctl-router-{settings.name}",
-        engine=settings.engine, offload=settings.offload, role=ROLE, metrics_port=port + 1)
+        engine=settings.engine, offload=settings.offload, role=Role.ROUTER, metrics_port=port + 1)
 
 
 def policy_of(plan: InstancePlan) -> str:

@@ -156,13 +156,13 @@ def test_parsers_of_what_replicas_served():
 
 
 def test_host_rows_sum_engines_and_tiers():
-    def status(host, engine, index, load=None, tier=None):
-        return InstanceStatus(host, "main", index, engine, "process", f"u{index}", 1, True, True, [], 8000 + index,
-                              "/log", tier=tier, load=load)
+    def status(host, role, index, load=None, tier=None):
+        return InstanceStatus(host, "main", index, "vllm", role, "process", f"u{index}", 1, True, True, [],
+                              8000 + index, "/log", tier=tier, load=load)
     counters = engine_counters(VLLM_METRICS)
     tier = {"l2": {"hits": 3.0, "misses": 1.0, "hit_rate": 0.75, "read_bytes": 10.0}}
-    rows = host_summaries([status("a", "lmcache-server", -1, tier=tier), status("a", "vllm", 0, counters),
-                           status("a", "vllm", 1, counters), status("b", "vllm", 0, counters),
+    rows = host_summaries([status("a", "lmcache-server", -1, tier=tier), status("a", "engine", 0, counters),
+                           status("a", "engine", 1, counters), status("b", "engine", 0, counters),
                            status("a", "router", -2, {"workers": {}})])
     a, b = rows
     assert (a["host"], a["engines"], a["ready"], a["served"]["requests"]) == ("a", 2, 2, 16.0)

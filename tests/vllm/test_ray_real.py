@@ -76,10 +76,11 @@ def test_two_hosts_one_model_over_ray(two_hosts, serving_python, tiny_model, tmp
     assert engine["models"] == [tiny_model]
 
     status = json.loads(fxctl("-i", inventory, "serve", "status", "--name", NAME).stdout)["instances"]
-    by_role = {s["engine"]: s for s in status}
+    by_role = {s["role"]: s for s in status}
+    assert {s["engine"] for s in status} == {"vllm"}                     # the engine each process belongs to
     assert by_role["ray-head"]["cluster"]["nodes"] == 2                  # the head counts both nodes
     assert by_role["ray-head"]["cluster"]["placement_groups"]["GPU"] == [2.0, 2.0]   # vLLM's stages hold both slots
-    assert by_role["vllm"]["state"] == "ready" and by_role["ray-worker"]["running"]
+    assert by_role["engine"]["state"] == "ready" and by_role["ray-worker"]["running"]
 
     from openai import OpenAI
 

@@ -41,7 +41,7 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
         for n in range(4):
             complete(endpoint, f"prompt {n}")
         status = json.loads(fxctl("serve", "status", "--local").stdout)
-        (routed,) = [s for s in status["instances"] if s["engine"] == "router"]
+        (routed,) = [s for s in status["instances"] if s["role"] == "router"]
         assert [w["requests"] for w in routed["load"]["workers"].values()] == [2.0, 2.0]   # round robin
         assert status["hosts"][0]["engines"] == 2 and status["hosts"][0]["ready"] == 2
         # fxctl tune sweeps the policy: the router restarted per policy through fxctl serve, the engines kept
@@ -54,8 +54,8 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
         assert sorted(t["settings"] for t in trials) == ["router.policy=cache_aware", "router.policy=round_robin"]
         assert all(t["completed"] == 2 for t in trials)
         after = json.loads(fxctl("serve", "status", "--local").stdout)["instances"]
-        assert [s["pid"] for s in after if s["engine"] == "sim"] == [s["pid"] for s in status["instances"]
-                                                                      if s["engine"] == "sim"]
+        assert [s["pid"] for s in after if s["role"] == "engine"] == [s["pid"] for s in status["instances"]
+                                                                       if s["role"] == "engine"]
         # cold-recovery load through the router on consistent_hash: each prompt is a session (x-session-id),
         # so the prompts spread over the replicas and each replay goes where its prompt went
         from fxctl.loadgen.generator import LoadSpec, run
@@ -69,7 +69,7 @@ def test_router_life_cycle_in_front_of_emulators(serving_python, local_state, tm
                             requests=8, time_scale=0.01, replicas=replicas))
         assert cold["completed"] == 8 and cold["phases"]["evict"] == {"reset_prefix_cache": 200, "reset_tiers_l1": 200}
         spread = json.loads(fxctl("serve", "status", "--local").stdout)["instances"]
-        (routed,) = [s for s in spread if s["engine"] == "router"]
+        (routed,) = [s for s in spread if s["role"] == "router"]
         counts = sorted(w["requests"] for w in routed["load"]["workers"].values())
         assert sum(counts) == 16 and counts[0] >= 2 and all(c % 2 == 0 for c in counts)   # fill + replay alike
         restarted = json.loads(fxctl("serve", "restart", "--local", "--name", "rs").stdout)["local"]
