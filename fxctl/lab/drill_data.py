@@ -8,12 +8,12 @@ sha256 still matches. Reads go around the page cache, so they show what the arra
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from fxctl.errors import BadInput, FxError
 from fxctl.lab.access import guest_host
 from fxctl.lab.state import GuestRecord, LabState
+from fxctl.poll import poll
 from fxctl.remote.command import script
 from fxctl.remote.session import open_session
 
@@ -113,20 +113,17 @@ def start_reading(state: LabState, guest: GuestRecord, data: DrillData, limit_s:
 def finish(state: LabState, guest: GuestRecord, data: DrillData, *, wait_s: float) -> DrillData:
     """Wait (at most wait_s) for the background read, then read the data again and compare checksums."""
     folder = data.path.rsplit("/", 1)[0]
-    deadline = time.monotonic() + wait_s
     with open_session(guest_host(state, guest)) as session:
-        while True:
-            status = session.run(script(_READ_STATUS, RUN_PREFIX), timeout=30)
-            lines = status.stdout.strip().splitlines()
-            if lines and lines[0] != "running":
-                code, seconds, passes = (lines[0].split() + ["", ""])[:3]
-                data.reader = {"exit_code": int(code), "seconds": _float(seconds), "passes": int(passes or 0),
-                               "error": " ".join(lines[1:]).strip() or None}
-                break
-            if time.monotonic() > deadline:
-                data.reader = {"exit_code": None, "seconds": None, "error": f"still reading after {wait_s:.0f} s"}
-                break
-            time.sleep(2)
+        def reader_done() -> dict | None:
+            lines = session.run(script(_READ_STATUS, RUN_PREFIX), timeout=30).stdout.strip().splitlines()
+            if not lines or lines[0] == "running":
+                return None
+            code, seconds, passes = (lines[0].split() + ["", ""])[:3]
+            return {"exit_code": int(code), "seconds": _float(seconds), "passes": int(passes or 0),
+                    "error": " ".join(lines[1:]).strip() or None}
+
+        data.reader = poll(reader_done, wait_s, every_s=2) or \
+            {"exit_code": None, "seconds": None, "error": f"still reading after {wait_s:.0f} s"}
         check = session.run(script(_CHECK, folder, DATA_NAME, str(IO_TIMEOUT_S), RUN_PREFIX), timeout=IO_TIMEOUT_S + 30)
     digest = check.stdout.strip()
     data.sha256_after = digest if len(digest) == 64 and check.ok else None

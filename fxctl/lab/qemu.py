@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from fxctl.errors import FxError
 from fxctl.lab.guest_files import SEED_FW_CFG_NAME
 from fxctl.lab.ports import LOOPBACK
 from fxctl.lab.state import GuestRecord
+from fxctl.poll import until
 
 QEMU = "qemu-system-x86_64"
 KERNEL_CMDLINE = "console=ttyS0 net.ifnames=0 quiet loglevel=3 panic=-1 mitigations=off"
@@ -101,15 +101,8 @@ def stop_guest(pid: int, lab: str, guest: str, *, grace_s: float = 5.0) -> bool:
     if not is_guest_process(pid, lab, guest):
         return False
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not is_guest_process(pid, lab, guest):
-            return True
-        time.sleep(0.1)
-    if is_guest_process(pid, lab, guest):
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(50):
-            if not is_guest_process(pid, lab, guest):
-                break
-            time.sleep(0.1)
+    if until(lambda: not is_guest_process(pid, lab, guest), grace_s, every_s=0.1):
+        return True
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not is_guest_process(pid, lab, guest), 5.0, every_s=0.1)
     return True

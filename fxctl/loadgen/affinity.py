@@ -11,11 +11,11 @@ them, and each replica recomputes (or fetches from LMCache) what the other one a
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from dataclasses import dataclass, field
 
 from fxctl.loadgen.generator import SESSION_HEADER
+from fxctl.poll import poll
 from fxctl.serve.replica_metrics import delta, engine_counters, hit_rates, router_counters
 
 SOURCE_WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
@@ -89,9 +89,10 @@ def run_affinity(router_url: str, engine_urls: list[str], router_metrics_url: st
 def wait_for_one_more(scrape, before: list[dict], timeout_s: float = 10.0) -> list[dict]:
     """vLLM counts a request when its output is processed: poll until the total rose by one."""
     total = sum(b["requests"] for b in before)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        now = scrape()
-        if sum(n["requests"] for n in now) > total or time.monotonic() > deadline:
-            return now
-        time.sleep(0.1)
+    seen: list[list[dict]] = []
+
+    def rose() -> list[dict] | None:
+        seen.append(scrape())
+        return seen[-1] if sum(n["requests"] for n in seen[-1]) > total else None
+
+    return poll(rose, timeout_s, every_s=0.1) or seen[-1]

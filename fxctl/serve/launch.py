@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 
 from fxctl.errors import FxError
+from fxctl.poll import poll, until
 from fxctl.remote.command import Command, script, sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import PROMETHEUS_DIR, InstancePlan
@@ -195,27 +195,29 @@ def log_tail(machine, plan: InstancePlan, lines: int = LOG_TAIL) -> str:
 
 
 def wait_ready(machine, plan: InstancePlan, mode: str, timeout_s: float) -> list[str]:
-    """Poll until /health is 200 and /v1/models lists a model; FxError with the log tail on early exit."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """Poll until /health is 200 and /v1/models lists a model (the LMCache server: its health check); FxError
+    with the log tail on early exit or after timeout_s."""
+    health: dict = {}
+
+    def ready() -> list[str] | None:
         if not instance_alive(machine, plan, mode):
             raise FxError(f"{machine.name}: {plan.unit} exited before it was ready; last lines of "
                           f"{plan.log_path}:\n{log_tail(machine, plan)}",
                           f"fxctl serve logs --name {plan.deployment}; check the command with --dry-run")
         if plan.is_server:   # LMCache's MP server: its HTTP API's health check
-            answers = {"/health": probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH]}
-            if answers["/health"]["status"] == 200:
-                return []
-        else:
-            answers = probe(machine, plan, "/health", "/v1/models")
-            models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
-            if answers["/health"]["status"] == 200 and models:
-                return models
-        if time.monotonic() > deadline:
-            raise FxError(f"{machine.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
-                          f"{answers['/health']['status'] or answers['/health']['body']}); last lines:\n"
-                          f"{log_tail(machine, plan)}", "raise --ready-timeout, or see fxctl serve logs")
-        time.sleep(1.0)
+            health.update(probe(machine, plan, SERVER_HEALTH)[SERVER_HEALTH])
+            return [] if health["status"] == 200 else None
+        answers = probe(machine, plan, "/health", "/v1/models")
+        health.update(answers["/health"])
+        models = model_ids(answers["/v1/models"]["body"]) if answers["/v1/models"]["status"] == 200 else []
+        return models if health["status"] == 200 and models else None
+
+    models = poll(ready, timeout_s)
+    if models is None:
+        raise FxError(f"{machine.name}: {plan.unit} not ready after {timeout_s:.0f} s (/health: "
+                      f"{health.get('status') or health.get('body')}); last lines:\n"
+                      f"{log_tail(machine, plan)}", "raise --ready-timeout, or see fxctl serve logs")
+    return models
 
 
 def confirm_tier(machine, plan: InstancePlan) -> str:
@@ -279,9 +281,7 @@ def stop_instance(machine, plan: InstancePlan, mode: str) -> bool:
         if not group_members(machine, pid):
             break
         machine.run(sh("kill", f"-{signal}", f"-{pid}"))  # dash and bash both take -SIG -PGID
-        deadline = time.monotonic() + (STOP_WAIT_S if signal == "TERM" else 5)
-        while group_members(machine, pid) and time.monotonic() < deadline:
-            time.sleep(0.3)
+        until(lambda: not group_members(machine, pid), STOP_WAIT_S if signal == "TERM" else 5, every_s=0.3)
     left = group_members(machine, pid)
     if left:
         raise FxError(f"{machine.name}: processes {left} of {plan.unit} survived SIGKILL", "inspect them with ps")

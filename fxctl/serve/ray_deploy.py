@@ -14,6 +14,7 @@ checked: no process of the node (by its Ray temp dir) may be left.
 from __future__ import annotations
 
 from fxctl.errors import FxError
+from fxctl.poll import until
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster
 from fxctl.serve.deploy import HostStart, PreflightFailed, StartedInstance
@@ -128,18 +129,18 @@ def launch_on(where: Where, plans: list[InstancePlan], outcomes: dict[str, HostS
 
 
 def wait_for(where: Where, done, timeout_s: float, what: str, plan: InstancePlan) -> None:
-    import time
-
     def work(machine) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done(machine):
+        def finished() -> bool:
+            if done(machine):
+                return True
             if not launch.instance_alive(machine, plan, launch.read_mode(machine, plan)):
                 raise FxError(f"{machine.name}: {plan.unit} exited; last lines of {plan.log_path}:\n"
                               f"{launch.log_tail(machine, plan)}", "fxctl serve logs --name " + plan.deployment)
-            if time.monotonic() > deadline:
-                raise FxError(f"{what} within {timeout_s:.0f} s", f"see {plan.log_path} on {machine.name} and the "
-                              "Ray nodes' logs under their temp dirs")
-            time.sleep(POLL_S)
+            return False
+
+        if not until(finished, timeout_s, every_s=POLL_S):
+            raise FxError(f"{what} within {timeout_s:.0f} s", f"see {plan.log_path} on {machine.name} and the "
+                          "Ray nodes' logs under their temp dirs")
 
     raise_failed(where.each(work))
 

@@ -7,8 +7,8 @@ Runs inside a real LMCache StorageManager on the CPU; needs `lmcache` (and torch
 from __future__ import annotations
 
 import logging
-import time
 
+from fxctl.poll import until
 from fxctl.tierbench.chunks import ChunkShape
 from fxctl.units import GIB, MIB
 
@@ -114,8 +114,5 @@ class LocalDiskBackendRun:
 
 
 def _wait_until(predicate, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("LMCache did not finish writing to disk in time")
-        time.sleep(0.05)
+    if not until(predicate, timeout_s, every_s=0.05):
+        raise TimeoutError("LMCache did not finish writing to disk in time")
