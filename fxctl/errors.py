@@ -45,3 +45,7 @@ class RemoteError(FxError):
     """A host could not be reached or refused us (host key, auth, timeout)."""
 
     exit_code = ExitCode.HOST_FAILED
+
+
+class HostKeyRefused(RemoteError):
+    """The host offered an SSH key that is not the one trusted (changed, wrong or unknown): never retried."""

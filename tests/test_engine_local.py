@@ -44,4 +44,5 @@ def test_a_host_stops_at_its_first_failure(tmp_path):
 def test_apply_that_does_not_converge_is_a_failure(tmp_path):
     report = converge_host(LocalSession("host0"), LyingRecipe(str(tmp_path)), check=False)
     assert report.status == Status.FAILED and report.error.startswith("not converged")
+    assert report.pending_after_apply == ["never"]   # the step still pending, by name: what the exit code judges
     assert exit_code_for([report], check=False) == ExitCode.NOT_CONVERGED

@@ -17,7 +17,7 @@ from fxctl.errors import BadInput, ExitCode, FxError
 from fxctl.lab import fault
 from fxctl.lab.drill_data import parse_target
 from fxctl.lab.qemu import QMP_SOCKET, qmp_socket
-from fxctl.lab.qmp import QmpClient, QmpError
+from fxctl.lab.qmp import QmpClient, QmpError, QmpRefused, QmpTimeout
 from fxctl.lab.state import DriveRecord, GuestRecord, LabState, LinkRecord
 from tests.support.cli import run_main
 
@@ -26,8 +26,9 @@ GREETING = {"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "
 
 
 class FakeQemu:
-    """A QMP server on a unix socket: answers from `replies` (command -> return value, or an exception
-    class name for an error), sends `events_after` (command -> events) after the reply; records commands."""
+    """A QMP server on a unix socket: answers from `replies` (command -> return value; "Error:DESC": QMP's
+    GenericError, "Error[CLASS]:DESC": another error class), sends `events_after` (command -> events) after
+    the reply; records commands."""
 
     def __init__(self, path: Path, replies: dict | None = None, events_after: dict | None = None,
                  silent: bool = False):
@@ -66,8 +67,10 @@ class FakeQemu:
                     self.received.append(message)
                     name = message["execute"]
                     reply = self.replies.get(name, {})
-                    if isinstance(reply, str) and reply.startswith("Error:"):
-                        send({"error": {"class": "GenericError", "desc": reply[6:]}, "id": message.get("id")})
+                    if isinstance(reply, str) and reply.startswith("Error"):
+                        head, _, desc = reply.partition(":")
+                        kind = head[len("Error["):-1] if head.startswith("Error[") else "GenericError"
+                        send({"error": {"class": kind, "desc": desc}, "id": message.get("id")})
                     else:
                         send({"event": "NIC_RX_FILTER_CHANGED", "data": {}, "timestamp": {}})  # noise first
                         send({"return": reply, "id": message.get("id")})
@@ -143,7 +146,7 @@ def test_a_silent_qemu_times_out_and_a_missing_socket_says_how_to_get_one(short_
     server = FakeQemu(short_dir / "q.sock", silent=True)
     try:
         started = time.monotonic()
-        with pytest.raises(QmpError, match="timed out"):
+        with pytest.raises(QmpTimeout, match="timed out"):
             QmpClient(short_dir / "q.sock", timeout_s=0.5).connect()
         assert time.monotonic() - started < 3
     finally:
@@ -217,10 +220,22 @@ def test_unplug_needs_consent_a_known_drive_and_waits_for_the_release(lab_state)
 
 
 def test_unplug_of_a_drive_already_pulled_is_a_clear_fault(lab_state):
-    server = qemu_for(lab_state, "target1", replies={"device_del": "Error:Device 'nvme1' not found"})
+    # QEMU answers device_del of an absent id with QMP's DeviceNotFound class (qdev's find_device_state)
+    server = qemu_for(lab_state, "target1", replies={"device_del": "Error[DeviceNotFound]:Device 'nvme1' not found"})
     try:
         with pytest.raises(FxError, match="already pulled"):
             fault.unplug_drive(lab_state, lab_state.guest("target1"), "FXLABABG1D1", yes=True, progress=print)
+    finally:
+        server.close()
+
+
+def test_another_refusal_of_the_unplug_is_qemus_own_error_whatever_its_words(lab_state):
+    # told apart by QMP's error class, never by the text
+    server = qemu_for(lab_state, "target1", replies={"device_del": "Error:bus not found"})
+    try:
+        with pytest.raises(QmpRefused, match="bus not found") as caught:
+            fault.unplug_drive(lab_state, lab_state.guest("target1"), "FXLABABG1D1", yes=True, progress=print)
+        assert caught.value.error_class == "GenericError"
     finally:
         server.close()
 

@@ -55,6 +55,7 @@ class HostReport:
     hint: str | None = None
     duration_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
+    pending_after_apply: list[str] = field(default_factory=list)   # steps apply ran but did not converge
 
     @property
     def changed(self) -> int:
@@ -114,7 +115,8 @@ def converge_host(session: HostSession, recipe: Recipe, *, check: bool, timeout:
     if still:
         return HostReport(host.name, Status.FAILED, reports,
                           error="not converged: still pending after apply: " + ", ".join(s.name for s in still),
-                          hint="a command succeeded without producing the state fxctl checks for; see -v")
+                          hint="a command succeeded without producing the state fxctl checks for; see -v",
+                          pending_after_apply=[s.name for s in still])
     changed = any(r.status == Status.CHANGED for r in reports)
     return HostReport(host.name, Status.CHANGED if changed else Status.OK, reports)
 
@@ -142,8 +144,7 @@ def exit_code_for(reports: list[HostReport], check: bool) -> int:
     from fxctl.errors import ExitCode
 
     if any(r.status == Status.FAILED for r in reports):
-        not_converged = all((r.error or "").startswith("not converged") for r in reports
-                            if r.status == Status.FAILED)
+        not_converged = all(r.pending_after_apply for r in reports if r.status == Status.FAILED)
         return ExitCode.NOT_CONVERGED if not_converged else ExitCode.HOST_FAILED
     if check and any(r.status == Status.PENDING for r in reports):
         return ExitCode.CHANGES_PENDING

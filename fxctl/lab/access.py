@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from fxctl.errors import FxError, RemoteError
+from fxctl.errors import FxError, HostKeyRefused, RemoteError
 from fxctl.inventory.model import Host
 from fxctl.lab.ports import LOOPBACK
 from fxctl.lab.seed import CLIENT_KEY, HOST_KEY, public_key_line
@@ -108,9 +108,9 @@ def _answers(state: LabState, guest: GuestRecord) -> bool:
     """One probe; False while sshd is not up yet. A host key refusal is raised, never retried."""
     try:
         return probe_guest(state, guest, timeout=8) == guest.name
-    except RemoteError as exc:
-        if "host key" in exc.message:
-            raise
+    except HostKeyRefused:
+        raise
+    except RemoteError:
         return False
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from fxctl.errors import BadInput, FxError
 from fxctl.lab.access import guest_host, wait_until_answering
 from fxctl.lab.qemu import drive_device_id, is_guest_process, qmp_socket
-from fxctl.lab.qmp import QmpClient, QmpError
+from fxctl.lab.qmp import QmpClient, QmpError, QmpRefused
 from fxctl.lab.state import GuestRecord, LabState, guest_dir
 from fxctl.remote.command import script
 from fxctl.remote.session import open_session
@@ -178,8 +178,8 @@ def unplug_drive(state: LabState, guest: GuestRecord, serial: str, *, yes: bool,
         progress(f"{guest.name}: pulling drive {serial} (QEMU device {device})")
         try:
             qmp.execute("device_del", id=device)
-        except QmpError as exc:
-            if "not found" in exc.message:
+        except QmpRefused as exc:
+            if exc.error_class == "DeviceNotFound":
                 raise FxError(f"{guest.name}: drive {serial} is already pulled (QEMU has no device {device})",
                               "fresh drives come with 'fxctl lab down' then 'fxctl lab up'") from None
             raise

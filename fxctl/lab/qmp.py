@@ -22,6 +22,18 @@ class QmpError(FxError):
     """QEMU refused a command, or its control socket could not be used."""
 
 
+class QmpTimeout(QmpError):
+    """QEMU sent nothing within the wait."""
+
+
+class QmpRefused(QmpError):
+    """QEMU answered a command with an error; `error_class` is QMP's (DeviceNotFound, GenericError ...)."""
+
+    def __init__(self, message: str, error_class: str):
+        super().__init__(message)
+        self.error_class = error_class
+
+
 class QmpClient:
     """One QMP session: `with QmpClient(path) as qmp: qmp.execute("set_link", name="link0", up=False)`."""
 
@@ -85,7 +97,8 @@ class QmpClient:
                 continue  # a late reply to an earlier command
             if "error" in reply:
                 error = reply["error"]
-                raise QmpError(f"QEMU refused {command}: {error.get('desc', error)} ({error.get('class', '?')})")
+                raise QmpRefused(f"QEMU refused {command}: {error.get('desc', error)} ({error.get('class', '?')})",
+                                 str(error.get("class", "")))
             return reply.get("return")
 
     def wait_event(self, name: str, *, timeout_s: float, match: dict | None = None) -> dict | None:
@@ -99,10 +112,8 @@ class QmpClient:
         while time.monotonic() < deadline:
             try:
                 message = self._read(deadline)
-            except QmpError as exc:
-                if "timed out" in exc.message:
-                    return None
-                raise
+            except QmpTimeout:
+                return None
             if _matches(message, name, match):
                 return message
             if "event" in message:
@@ -115,12 +126,12 @@ class QmpClient:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise QmpError(f"QMP on {self.path}: no answer (timed out after {self.timeout_s:.0f} s)")
+                raise QmpTimeout(f"QMP on {self.path}: no answer (timed out after {self.timeout_s:.0f} s)")
             self._sock.settimeout(left)
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
-                raise QmpError(f"QMP on {self.path}: no answer (timed out after {self.timeout_s:.0f} s)") from None
+                raise QmpTimeout(f"QMP on {self.path}: no answer (timed out after {self.timeout_s:.0f} s)") from None
             except OSError as exc:
                 raise QmpError(f"QMP on {self.path}: {exc}") from None
             if not chunk:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import paramiko
 
-from fxctl.errors import RemoteError
+from fxctl.errors import HostKeyRefused, RemoteError
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -48,7 +48,7 @@ class PinnedKeyPolicy(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client, hostname, key):
         if not pinned_matches(self.pinned, key):
-            raise RemoteError(
+            raise HostKeyRefused(
                 f"{self.host_name}: host key CHANGED or wrong: server offers {key.get_name()} "
                 f"{fingerprint(key)}, inventory pins {self.pinned[:60]}",
                 "if the host was really reinstalled, update hosts." + self.host_name
@@ -63,7 +63,7 @@ class UnknownKeyPolicy(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
 
     def missing_host_key(self, client, hostname, key):
-        raise RemoteError(
+        raise HostKeyRefused(
             f"{self.host_name}: host key unknown ({hostname} offers {key.get_name()} {fingerprint(key)}; "
             f"not in {self.known_hosts})",
             f"check the fingerprint out of band, then run `fxctl inventory trust {self.host_name}` "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import paramiko
 
-from fxctl.errors import RemoteError
+from fxctl.errors import HostKeyRefused, RemoteError
 from fxctl.inventory.model import Host
 from fxctl.remote.command import sh
 from fxctl.remote.hostkeys import add_known_host, default_known_hosts, fetch_host_key, fingerprint, known_hosts_name
@@ -34,8 +34,8 @@ def offered_key(host: Host) -> OfferedKey:
     entry = known.lookup(known_hosts_name(host.address, host.port)) or {}
     stored = entry.get(key.get_name())
     if stored is not None and stored != key:
-        raise RemoteError(f"{host.name}: host key CHANGED: {path} holds another {key.get_name()} key",
-                          "remove the old line only if you know why the key changed")
+        raise HostKeyRefused(f"{host.name}: host key CHANGED: {path} holds another {key.get_name()} key",
+                             "remove the old line only if you know why the key changed")
     return OfferedKey(key, fingerprint(key), key.get_name(), path, stored is not None)
 
 

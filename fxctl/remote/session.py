@@ -13,7 +13,7 @@ import fabric
 import invoke
 import paramiko
 
-from fxctl.errors import RemoteError
+from fxctl.errors import HostKeyRefused, RemoteError
 from fxctl.inventory.model import Host
 from fxctl.remote.command import AsArgument, Command, mask_secrets, sh
 from fxctl.remote.hostkeys import configure_client, fingerprint, known_hosts_name, known_hosts_path
@@ -164,13 +164,13 @@ def open_session(host: Host, *, journal: RunJournal | None = None) -> HostSessio
     except paramiko.BadHostKeyException as exc:
         conn.close()
         known = known_hosts_path(host.known_hosts)
-        raise RemoteError(f"{host.name}: host key CHANGED: {host.address}:{host.port} offers "
-                          f"{exc.key.get_name()} {fingerprint(exc.key)}, but {known} holds "
-                          f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}",
-                          "if the host was really reinstalled, check the offered fingerprint out of band, "
-                          f"remove the old line (ssh-keygen -R '{known_hosts_name(host.address, host.port)}' "
-                          f"-f {known}) and run `fxctl inventory trust {host.name}`; "
-                          "otherwise treat this as an attack") from None
+        raise HostKeyRefused(f"{host.name}: host key CHANGED: {host.address}:{host.port} offers "
+                             f"{exc.key.get_name()} {fingerprint(exc.key)}, but {known} holds "
+                             f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}",
+                             "if the host was really reinstalled, check the offered fingerprint out of band, "
+                             f"remove the old line (ssh-keygen -R '{known_hosts_name(host.address, host.port)}' "
+                             f"-f {known}) and run `fxctl inventory trust {host.name}`; "
+                             "otherwise treat this as an attack") from None
     except paramiko.AuthenticationException as exc:
         conn.close()
         raise RemoteError(f"{host.name}: authentication failed as {host.user}: {exc}",
