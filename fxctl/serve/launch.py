@@ -101,7 +101,7 @@ def start_instance(machine, plan: InstancePlan) -> str:
     ensure_not_running(machine, plan)
     mode = "systemd" if has_systemd(machine) else "process"
     directory = plan.state_path.rsplit("/", 1)[0]
-    machine.run(sh("mkdir", "-p", directory, plan.l2_path), check=True)
+    machine.run(sh("mkdir", "-p", directory, plan.data_dir), check=True)
     metrics_dir = f"{directory}/{PROMETHEUS_DIR}"   # the run's prometheus_client files: its counters from 0
     if plan.env.get("PROMETHEUS_MULTIPROC_DIR") == metrics_dir:
         machine.run(sh("rm", "-rf", metrics_dir).then(sh("mkdir", "-p", metrics_dir)), check=True)
@@ -227,11 +227,11 @@ def confirm_tier(machine, plan: InstancePlan) -> str:
         return describe(plan)
     if plan.engine == "sim":
         metrics = probe(machine, plan, "/metrics")["/metrics"]["body"]
-        listing = machine.run(sh("ls", "-A", plan.l2_path)).stdout.split()
+        listing = machine.run(sh("ls", "-A", plan.data_dir)).stdout.split()
         if 'fxctl_tier_chunks{tier="l2"}' not in metrics or not listing:
-            raise FxError(f"{machine.name}: {plan.unit} serves, but its real tier at {plan.l2_path} is not in use",
+            raise FxError(f"{machine.name}: {plan.unit} serves, but its real tier at {plan.data_dir} is not in use",
                           "see fxctl serve logs; the emulator must run with --real-tier")
-        return f"real tier store at {plan.l2_path} ({len(listing)} entries), tier stats on /metrics"
+        return f"real tier store at {plan.data_dir} ({len(listing)} entries), tier stats on /metrics"
     if plan.offload == "none":
         return "no KV offload: vLLM recomputes what its own cache lost"
     if plan.is_server and plan.offload in LMCACHE_ADAPTER_OF:   # LMCache's own adapter, a comparison anchor
@@ -240,7 +240,7 @@ def confirm_tier(machine, plan: InstancePlan) -> str:
         if f'"{kind}"' not in adapters:
             raise FxError(f"{machine.name}: {plan.unit} answers, but LMCache's {kind} is not its L2 adapter "
                           f"(adapters: {adapters[:160]})", f"see {plan.log_path}")
-        return f"LMCache's own {kind} L2 adapter at {plan.l2_path} (a comparison anchor; no fxctl tier metrics)"
+        return f"LMCache's own {kind} L2 adapter at {plan.data_dir} (a comparison anchor; no fxctl tier metrics)"
     if plan.is_server:   # LMCache lists a plugin adapter only as "plugin": fxctl's adapter answers on its own port
         adapters = probe(machine, plan, SERVER_ADAPTERS)[SERVER_ADAPTERS]["body"]
         tier = tier_metrics(machine, plan)
@@ -249,10 +249,10 @@ def confirm_tier(machine, plan: InstancePlan) -> str:
             raise FxError(f"{machine.name}: {plan.unit} answers, but fxctl's tier is not its L2 adapter (adapters: "
                           f"{adapters[:160]}; tier metrics on port {plan.metrics_port}: {seen})",
                           f"see {plan.log_path}")
-        return (f"fxctl's tier is the LMCache server's L2 adapter at {plan.l2_path} (its metrics: "
+        return (f"fxctl's tier is the LMCache server's L2 adapter at {plan.data_dir} (its metrics: "
                 f"http://127.0.0.1:{plan.metrics_port}/metrics)")
     if plan.config_path is None:   # MP mode: the tier lives in the host's server
-        return f"LMCacheMPConnector -> fxctl-lmcache-{plan.deployment} (fxctl's tier at {plan.l2_path})"
+        return f"LMCacheMPConnector -> fxctl-lmcache-{plan.deployment} (fxctl's tier at {plan.data_dir})"
     pattern, what = ((LMCACHE_DISK_LINE, "LMCache's LocalDiskBackend") if plan.offload == "lmcache-disk"
                      else (LOADED_LINE.pattern, "fxctl's tier plugin"))
     found = machine.run(sh("grep", "-m", "2", "-E", pattern, plan.log_path))

@@ -109,7 +109,7 @@ def node_plan(settings: ServeSettings, host: str, ip: str, index: int, head_ip: 
         deployment=settings.name, index=RAY_INDEX, host=host, port=ports(settings, index)[0],
         gpus=tuple(range(settings.tensor_parallel)) if settings.gpus_needed else (), env=node_env(settings, ip),
         argv=node_argv(settings, index, ip, head_ip), lmcache_config=None, config_path=None,
-        log_path=f"{directory}/ray.log", state_path=f"{directory}/instance.json", l2_path=temp_dir(settings, index),
+        log_path=f"{directory}/ray.log", state_path=f"{directory}/instance.json", data_dir=temp_dir(settings, index),
         unit=f"fxctl-ray-{settings.name}-{index}", engine=settings.engine, offload=settings.offload, role=role)
 
 
@@ -269,7 +269,7 @@ def cluster_complete(state: dict | None, settings: ServeSettings) -> bool:
 
 def remaining(machine, plan: InstancePlan) -> list[str]:
     """The node's processes still running (none after a stop)."""
-    return leftovers(machine.run(processes_command()).stdout, plan.l2_path)
+    return leftovers(machine.run(processes_command()).stdout, plan.data_dir)
 
 
 def on_this_host(machine, saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:

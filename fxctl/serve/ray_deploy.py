@@ -117,7 +117,7 @@ def launch_on(where: Where, plans: list[InstancePlan], outcomes: dict[str, HostS
         mode = launch.start_instance(machine, plan)
         started.append((plan, mode, Where([h for h in where.hosts if h.name == machine.name])))
         models: list[str] = []
-        tier = f"Ray node ({plan.role}) at {plan.env.get('VLLM_HOST_IP')}, temp dir {plan.l2_path}"
+        tier = f"Ray node ({plan.role}) at {plan.env.get('VLLM_HOST_IP')}, temp dir {plan.data_dir}"
         if ready_timeout is not None:
             models = launch.wait_ready(machine, plan, mode, ready_timeout)
             tier = launch.confirm_tier(machine, plan)

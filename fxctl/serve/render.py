@@ -56,7 +56,8 @@ class InstancePlan:
     config_path: str | None
     log_path: str
     state_path: str
-    l2_path: str
+    data_dir: str                       # made before start: the tier's L2 directory (engines, the LMCache
+                                        # server), the router's directory, a Ray node's temp dir
     unit: str
     engine: str
     offload: str = "fxctl"
@@ -87,7 +88,7 @@ class InstancePlan:
                 "gpus": list(self.gpus), "engine": self.engine, "unit": self.unit, "env": dict(self.env),
                 "argv": list(self.argv), "command_line": self.shell_line(), "config_path": self.config_path,
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
-                "state_path": self.state_path, "l2_path": self.l2_path, "offload": self.offload, "role": self.role,
+                "state_path": self.state_path, "data_dir": self.data_dir, "offload": self.offload, "role": self.role,
                 "metrics_port": self.metrics_port,
                 **({"device_file": list(self.device_file)} if self.device_file else {})}
 
@@ -96,7 +97,8 @@ class InstancePlan:
         return cls(deployment=data["deployment"], index=data["index"], host=data["host"], port=data["port"],
                    gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
-                   log_path=data["log_path"], state_path=data["state_path"], l2_path=data["l2_path"],
+                   log_path=data["log_path"], state_path=data["state_path"],
+                   data_dir=data["data_dir"] if "data_dir" in data else data["l2_path"],   # l2_path: before schema 1
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
                    role=Role(data.get("role", Role.ENGINE)), metrics_port=data.get("metrics_port", 0),
                    device_file=tuple(data["device_file"]) if data.get("device_file") else None)
@@ -192,7 +194,7 @@ def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
     for index in range(settings.instances):
         instance_dir = f"{settings.state_dir}/{settings.name}/{index}"
         port = settings.port + index
-        l2_path = server.l2_path if server else f"{settings.l2_dir}/{settings.name}-{index}"
+        l2_path = server.data_dir if server else f"{settings.l2_dir}/{settings.name}-{index}"
         gpus = tuple(range(index * settings.tensor_parallel, (index + 1) * settings.tensor_parallel)) \
             if settings.gpus_needed else ()
         config = lmcache_config_for(settings, l2_path) if settings.engine == "vllm" else None
@@ -201,7 +203,7 @@ def plan_instances(settings: ServeSettings, host: str) -> list[InstancePlan]:
             deployment=settings.name, index=index, host=host, port=port, gpus=gpus,
             env=instance_env(settings, gpus, config_path, instance_dir), argv=engine_argv(settings, port, l2_path),
             lmcache_config=config, config_path=config_path, log_path=f"{instance_dir}/serve.log",
-            state_path=f"{instance_dir}/instance.json", l2_path=l2_path,
+            state_path=f"{instance_dir}/instance.json", data_dir=l2_path,
             unit=f"fxctl-serve-{settings.name}-{index}", engine=settings.engine, offload=settings.offload))
     return plans
 
@@ -215,7 +217,7 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
     return InstancePlan(
         deployment=settings.name, index=SERVER_INDEX, host=host, port=mp_ports(settings)[1], gpus=(), env=env,
         argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
-        log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", l2_path=l2_path,
+        log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", data_dir=l2_path,
         unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,
         role=Role.LMCACHE_SERVER, metrics_port=mp_ports(settings)[2] if tier_metrics_port(settings) else 0,
         device_file=device_file(settings, l2_path))
@@ -237,10 +239,10 @@ class DryRun:
                            f"the instances are ready, log {plan.log_path}")
             elif plan.role in RAY:   # fxctl.serve.ray_cluster
                 out.append(f"# {plan.host}: Ray {plan.role[4:]} node ({plan.unit}) at {plan.env.get('VLLM_HOST_IP')}, "
-                           f"Ray temp dir {plan.l2_path}, log {plan.log_path}")
+                           f"Ray temp dir {plan.data_dir}, log {plan.log_path}")
             elif plan.is_server:
                 out.append(f"# {plan.host}: LMCache server ({plan.unit}), fxctl's tier as its L2 adapter at "
-                           f"{plan.l2_path}, HTTP API port {plan.port}, log {plan.log_path}")
+                           f"{plan.data_dir}, HTTP API port {plan.port}, log {plan.log_path}")
             else:
                 out.append(f"# {plan.host}: instance {plan.index} ({plan.unit}), port {plan.port}, "
                            f"GPUs {','.join(map(str, plan.gpus)) or 'none'}, log {plan.log_path}")

@@ -60,7 +60,7 @@ def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> Insta
     return InstancePlan(
         deployment=settings.name, index=ROUTER_INDEX, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
         argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
-        state_path=f"{directory}/instance.json", l2_path=directory, unit=f"fxctl-router-{settings.name}",
+        state_path=f"{directory}/instance.json", data_dir=directory, unit=f"fxctl-router-{settings.name}",
         engine=settings.engine, offload=settings.offload, role=Role.ROUTER, metrics_port=port + 1)
 
 

@@ -43,7 +43,7 @@ def test_rendered_config_file_loads_and_the_plugin_comes_up(tmp_path, monkeypatc
     try:
         plugin = manager.storage_backends.get("fxtier")
         assert isinstance(plugin, FxTierBackend), f"fxtier did not load: {list(manager.storage_backends)}"
-        assert plugin.store.cfg.l2_path == f"{plan.l2_path}/rank0of1"
+        assert plugin.store.cfg.l2_path == f"{plan.data_dir}/rank0of1"
         assert plugin.store.cfg.l2_bytes == 256 << 20  # the per-host 512 MiB split over 2 instances
         # what `fxctl serve` greps the vLLM log for to confirm the tier loaded (LMCache's line or the plugin's)
         assert any(LOADED_LINE.search(r.getMessage()) for r in caplog.records)

@@ -71,7 +71,7 @@ def test_two_cpu_hosts_head_worker_and_vllm_over_ray():
     # vLLM on CPU: fxctl's platform plugin switched on for vLLM and every node's Ray workers, GPU slots = tp
     assert {p.env["FXCTL_VLLM_CPU_RAY"] for p in plans} == {"1"}
     assert head.argv[head.argv.index("--num-gpus") + 1] == "1"
-    assert head.l2_path != worker.l2_path and len(head.l2_path) < 30   # Ray's socket paths stay short
+    assert head.data_dir != worker.data_dir and len(head.data_dir) < 30   # Ray's socket paths stay short
 
 
 def test_gpu_hosts_pin_the_stage_gpus_on_the_node_not_on_vllm():

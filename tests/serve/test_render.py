@@ -209,7 +209,7 @@ def test_lmcache_own_persistent_adapters_replace_only_the_l2_adapter():
             slots = settings.l2_bytes_per_instance // spec["slot_bytes"]
             assert spec["capacity_bytes"] == RAW_BLOCK_META + slots * spec["slot_bytes"]
             assert server.device_file == (spec["device_path"], spec["capacity_bytes"])
-            assert spec["device_path"] == f"{server.l2_path}/raw_block.img"
+            assert spec["device_path"] == f"{server.data_dir}/raw_block.img"
 
 
 def test_raw_block_without_a_model_shape_says_what_it_needs():

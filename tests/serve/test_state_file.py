@@ -61,6 +61,7 @@ def test_a_newer_schema_is_refused_and_an_older_file_without_one_reads(started):
         json.dump({"schema": STATE_SCHEMA + 1, "mode": "process", "plan": plan.to_dict()}, out)
     with pytest.raises(FxError, match=f"state schema {STATE_SCHEMA + 1}; this fxctl reads up to {STATE_SCHEMA}"):
         saved_plans(machine, state_dir, "st")
-    with open(plan.state_path, "w") as out:   # what fxctl wrote before the schema field
-        json.dump({"mode": "process", "plan": plan.to_dict()}, out)
+    old = {k: v for k, v in plan.to_dict().items() if k != "data_dir"}
+    with open(plan.state_path, "w") as out:   # what fxctl wrote before the schema field (data_dir was l2_path)
+        json.dump({"mode": "process", "plan": {**old, "l2_path": plan.data_dir}}, out)
     assert [p for p, _ in saved_plans(machine, state_dir, "st")] == [plan]
