@@ -120,3 +120,13 @@ def test_completions_are_current(repo_root):
     for shell, name in SHELLS.items():
         assert (repo_root / "completions" / name).read_text() == completion_script(shell), \
             f"completions/{name} is stale: run python -m fxctl.cli.completions"
+
+
+@pytest.mark.parametrize("args,flags", [(["serve", "--name", "x", "status"], "--name"),
+                                        (["serve", "--ready-timeout", "600", "--local", "stop"],
+                                         "--ready-timeout, --local")])
+def test_serve_options_before_a_subcommand_are_named_even_a_default_typed_out(args, flags, monkeypatch, capsys):
+    # --ready-timeout 600 is the default: only where the value came from tells that the user wrote it there
+    code, _, err = run_main(args, monkeypatch, capsys)
+    assert code == ExitCode.BAD_INPUT and f"error: {flags}: options go after the subcommand" in err
+    assert f"fxctl serve {args[-1]} --help" in err

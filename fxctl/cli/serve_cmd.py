@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from fxctl.cli.serve_options import name_option, resolve_where, start_options, where_options
 from fxctl.errors import BadInput, ExitCode
@@ -40,8 +41,13 @@ fail there), 2 bad input. Every command sent to a host is in the run journal (it
 def command(ctx, **options):
     if ctx.invoked_subcommand is None:
         ctx.invoke(start_command, **options)
-    elif any(v not in (None, False, (), 600) for v in options.values()):
-        raise BadInput("options go after the subcommand", f"fxctl serve {ctx.invoked_subcommand} --help")
+        return
+    given = [name for name in options if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+    if given:   # what the user wrote before the subcommand, whatever its value (a default typed out too)
+        flags = ", ".join(next(p.opts[0] for p in ctx.command.params if p.name == name) for name in given)
+        raise BadInput(f"{flags}: options go after the subcommand",
+                       f"fxctl serve {ctx.invoked_subcommand} OPTIONS (fxctl serve {ctx.invoked_subcommand} --help "
+                       "lists what it takes)")
 
 
 def state_dir_for(where) -> str:
