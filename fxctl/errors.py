@@ -19,9 +19,11 @@ class ExitCode(IntEnum):
 
 
 class FxError(Exception):
-    """An error the user can act on: one line of message, one line of hint."""
+    """An error the user can act on: one line of message, one line of hint. `partial`: what the work had
+    found before it failed (a pre-flight's checks), kept in that host's outcome by the fan-outs."""
 
     exit_code: ExitCode = ExitCode.HOST_FAILED
+    partial: object = None
 
     def __init__(self, message: str, hint: str | None = None, *, exit_code: ExitCode | None = None):
         super().__init__(message)

@@ -41,7 +41,7 @@ def run_on_hosts(hosts: list[Host], work: Callable[[HostSession], T], *,
                 value = work(session)
             outcome = HostOutcome(host.name, True, value=value)
         except FxError as exc:
-            outcome = HostOutcome(host.name, False, error=exc.message, hint=exc.hint)
+            outcome = HostOutcome(host.name, False, value=exc.partial, error=exc.message, hint=exc.hint)
         except Exception as exc:  # a bug on one host must not lose the others
             outcome = HostOutcome(host.name, False, error=f"internal error: {exc!r}",
                                   hint=traceback.format_exc(limit=3).strip().splitlines()[-1])

@@ -207,7 +207,7 @@ class PreflightFailed(FxError):
                         for c in failed)
         super().__init__(f"pre-flight failed ({len(failed)} check(s)):{lines}", "fix each, then start again "
                          "(--skip-preflight launches anyway)")
-        self.outcome = outcome
+        self.partial = outcome   # the host's checks reach start's output (-o json: "checks")
 
 
 def status(where: Where, state_dir: str, name: str | None = None) -> dict[str, HostOutcome]:

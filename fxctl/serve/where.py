@@ -36,7 +36,7 @@ class Where:
             try:
                 return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalMachine(journal)))}
             except FxError as exc:
-                return {LOCAL: HostOutcome(LOCAL, False, error=exc.message, hint=exc.hint)}
+                return {LOCAL: HostOutcome(LOCAL, False, value=exc.partial, error=exc.message, hint=exc.hint)}
             except Exception as exc:  # as run_on_hosts does for a remote host: a bug is this place's failure
                 return {LOCAL: HostOutcome(LOCAL, False, error=f"internal error: {exc!r}",
                                            hint=traceback.format_exc(limit=3).strip().splitlines()[-1])}

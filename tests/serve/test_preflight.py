@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,15 @@ def test_vllm_preflight_on_a_plain_disk_names_host_check_and_fix(tmp_path):
     assert "fix: install the cuda driver" in res.stderr
     # nothing was launched
     assert not (tmp_path / "state" / "main").exists()
+    # for scripts, the same checks: each with its status, the failed ones with their fix
+    res = subprocess.run([sys.executable, "-m", "fxctl", "-o", "json", "serve", "start", "--profile", "h200-70b",
+                          "--local", "--l2-dir", str(tmp_path / "l2"), "--l1-size", "1GiB", "--l2-size", "1GiB"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    local = json.loads(res.stdout)["local"]
+    assert res.returncode == 1 and local["ok"] is False and "pre-flight failed" in local["error"]
+    checks = {c["check"]: c for c in local["checks"]}
+    assert checks["mount"]["status"] == checks["gpus"]["status"] == "failed" and checks["gpus"]["fix"]
+    assert checks["ports"]["status"] == "ok" and local["instances"] == []
 
 
 def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_path):
