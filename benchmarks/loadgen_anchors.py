@@ -37,7 +37,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from benchmarks.loadgen_overhead import pinned, zero_delay_profile
-from fxctl.loadgen.metrics import parse_counters
+from fxctl.serve.replica_metrics import parse_counters
 from fxctl.tune.server import ServerProcess, sim_argv
 
 REPO = Path(__file__).resolve().parent.parent

@@ -22,10 +22,8 @@ from fxctl.loadgen.metrics import (
     Limit,
     RequestRecord,
     on_model_clock,
-    parse_counters,
     per_token_gaps,
     summarize,
-    tier_hit_rates,
 )
 from fxctl.loadgen.workloads import (
     Prompt,
@@ -35,6 +33,7 @@ from fxctl.loadgen.workloads import (
     completion_prompts,
     dataset_prompts,
 )
+from fxctl.serve.replica_metrics import parse_counters, tier_hit_rates
 
 JSON = {"Content-Type": "application/json"}
 Progress = Callable[[list[RequestRecord], float], None]

@@ -12,8 +12,6 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 PERCENTILES = (50, 90, 99)
 
 
@@ -185,49 +183,3 @@ def failed_too_many(result: dict, max_fraction: float | None = None) -> str:
         first = next(iter(result.get("errors") or {}), "")
         return f"{failed} of {total} requests failed" + (f" (first error: {first})" if first else "")
     return ""
-
-
-def parse_counters(text: str) -> dict[str, float]:
-    """Prometheus text -> {'name{labels}': value} for every sample (counters keep `_total`), through
-    prometheus_client's parser; labels in the order the text gives them. A page that is not Prometheus
-    text yields the samples before the first line the parser rejects."""
-    values: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                values[sample_key(sample.name, sample.labels)] = float(sample.value)
-    except ValueError:
-        pass
-    return values
-
-
-def sample_key(name: str, labels: dict[str, str]) -> str:
-    """'name{k="v",...}' as the exposition writes it (escaped values), or the bare name without labels."""
-    if not labels:
-        return name
-    escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for v in labels.values())
-    return name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, escaped)) + "}"
-
-
-def tier_hit_rates(before: dict[str, float], after: dict[str, float]) -> dict[str, dict]:
-    """Per tier: chunks hit and missed between two /metrics scrapes, and the hit rate; HBM in tokens."""
-    delta = lambda key: after.get(key, 0.0) - before.get(key, 0.0)  # noqa: E731
-    rates = {}
-    for tier in ("l1", "l2"):
-        hits = delta(f'fxctl_tier_hits_total{{tier="{tier}"}}')
-        misses = delta(f'fxctl_tier_misses_total{{tier="{tier}"}}')
-        rates[tier] = {"hits": hits, "misses": misses,
-                       "hit_rate": hits / (hits + misses) if hits + misses else None}
-    queries = sum(v for k, v in after.items() if k.startswith("vllm:prefix_cache_queries_total")) - \
-        sum(v for k, v in before.items() if k.startswith("vllm:prefix_cache_queries_total"))
-    hits = sum(v for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total")) - \
-        sum(v for k, v in before.items() if k.startswith("vllm:prefix_cache_hits_total"))
-    rates["hbm"] = {"hit_tokens": hits, "query_tokens": queries, "hit_rate": hits / queries if queries else None}
-    # vLLM's own count of prompt tokens its KV connector (LMCache, and so fxctl's tier) supplied
-    queries = sum(v for k, v in after.items() if k.startswith("vllm:external_prefix_cache_queries_total")) - \
-        sum(v for k, v in before.items() if k.startswith("vllm:external_prefix_cache_queries_total"))
-    hits = sum(v for k, v in after.items() if k.startswith("vllm:external_prefix_cache_hits_total")) - \
-        sum(v for k, v in before.items() if k.startswith("vllm:external_prefix_cache_hits_total"))
-    rates["external"] = {"hit_tokens": hits, "query_tokens": queries,
-                         "hit_rate": hits / queries if queries else None}
-    return rates

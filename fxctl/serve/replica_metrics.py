@@ -1,4 +1,5 @@
-"""What each replica served and how the router spread it, from their Prometheus pages (pure parsers).
+"""What each replica served and how the router spread it, from their Prometheus pages (pure parsers): the
+one place fxctl reads a metrics page into counters (parse_counters) and turns them into hit rates (share).
 
 vLLM's /metrics: requests finished, prompt tokens looked up in its own prefix cache and found there
 (`vllm:prefix_cache_queries|hits`), and looked up and found through its KV connector (LMCache, and under it
@@ -9,7 +10,8 @@ Counters only grow while a process lives: a figure for one run is the difference
 
 from __future__ import annotations
 
-from fxctl.loadgen.metrics import parse_counters
+from prometheus_client.parser import text_string_to_metric_families
+
 from fxctl.serve.roles import Role
 
 ENGINE_COUNTERS = {"requests": "vllm:request_success_total", "prefix_queries": "vllm:prefix_cache_queries_total",
@@ -22,14 +24,40 @@ ROUTER_REQUESTS = "vllm_router_processed_requests_total"
 ROUTER_HEALTH = "vllm_router_worker_health"
 
 
+def parse_counters(text: str) -> dict[str, float]:
+    """Prometheus text -> {'name{labels}': value} for every sample (counters keep `_total`), through
+    prometheus_client's parser; labels in the order the text gives them. A page that is not Prometheus
+    text yields the samples before the first line the parser rejects."""
+    values: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                values[sample_key(sample.name, sample.labels)] = float(sample.value)
+    except ValueError:
+        pass
+    return values
+
+
+def sample_key(name: str, labels: dict[str, str]) -> str:
+    """'name{k="v",...}' as the exposition writes it (escaped values), or the bare name without labels."""
+    if not labels:
+        return name
+    escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for v in labels.values())
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, escaped)) + "}"
+
+
 def sum_by_name(counters: dict[str, float], name: str) -> float:
     """Every sample of one metric, whatever its labels (vLLM labels by model, engine, finish reason)."""
     return sum(v for k, v in counters.items() if k == name or k.startswith(name + "{"))
 
 
-def engine_counters(text: str) -> dict[str, float]:
-    counters = parse_counters(text)
+def engine_fields(counters: dict[str, float]) -> dict[str, float]:
+    """ENGINE_COUNTERS' fields from parsed counters (parse_counters), each summed over its labels."""
     return {field: sum_by_name(counters, name) for field, name in ENGINE_COUNTERS.items()}
+
+
+def engine_counters(text: str) -> dict[str, float]:
+    return engine_fields(parse_counters(text))
 
 
 def label_value(key: str, label: str) -> str | None:
@@ -58,9 +86,31 @@ def delta(after: dict[str, float], before: dict[str, float] | None) -> dict[str,
 def hit_rates(counters: dict[str, float]) -> dict[str, float | None]:
     """Share of prompt tokens found in vLLM's own prefix cache, and of those it then asked its connector
     for, the share the connector had."""
-    own = counters["prefix_hits"] / counters["prefix_queries"] if counters.get("prefix_queries") else None
-    ext = counters["external_hits"] / counters["external_queries"] if counters.get("external_queries") else None
-    return {"prefix_hit_rate": own, "external_hit_rate": ext}
+    return {"prefix_hit_rate": share(counters.get("prefix_hits", 0.0), counters.get("prefix_queries", 0.0)),
+            "external_hit_rate": share(counters.get("external_hits", 0.0), counters.get("external_queries", 0.0))}
+
+
+def share(part: float, whole: float) -> float | None:
+    """part / whole, None when there was nothing (a hit rate with no lookups is unknown, not 0)."""
+    return part / whole if whole else None
+
+
+def tier_hit_rates(before: dict[str, float], after: dict[str, float]) -> dict[str, dict]:
+    """Between two scrapes (parse_counters) of an engine's or the tier's page: per tier (l1, l2) the chunks
+    hit and missed and the hit rate; vLLM's own prefix cache (hbm) and its KV connector (external) in tokens."""
+    def moved(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    rates: dict[str, dict] = {}
+    for tier in ("l1", "l2"):
+        where = f'{{tier="{tier}"}}'
+        hits, misses = moved(f"fxctl_tier_hits_total{where}"), moved(f"fxctl_tier_misses_total{where}")
+        rates[tier] = {"hits": hits, "misses": misses, "hit_rate": share(hits, hits + misses)}
+    engine = delta(engine_fields(after), engine_fields(before))
+    for name, prefix in (("hbm", "prefix"), ("external", "external")):
+        hits, queries = engine[f"{prefix}_hits"], engine[f"{prefix}_queries"]
+        rates[name] = {"hit_tokens": hits, "query_tokens": queries, "hit_rate": share(hits, queries)}
+    return rates
 
 
 def summed(rows: list[dict[str, float]]) -> dict[str, float]:

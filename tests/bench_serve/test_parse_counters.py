@@ -4,7 +4,7 @@ emulator's page give the same per-tier hit rates; a page that is not Prometheus 
 from prometheus_client import generate_latest
 
 from fxctl.kvtier import TierConfig, TierStore
-from fxctl.loadgen.metrics import parse_counters, tier_hit_rates
+from fxctl.serve.replica_metrics import parse_counters, tier_hit_rates
 
 
 def test_the_real_tiers_metrics_give_per_tier_hit_rates(tmp_path):

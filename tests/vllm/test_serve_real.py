@@ -23,8 +23,8 @@ import pytest
 
 from fxctl.kvtier.metrics import PREFIX as TIER_PREFIX
 from fxctl.loadgen.cold_restart import LOGPROB_TOLERANCE, max_diff
-from fxctl.loadgen.metrics import parse_counters, tier_hit_rates
 from fxctl.monitor.targets import ENGINE, TIER
+from fxctl.serve.replica_metrics import parse_counters, tier_hit_rates
 from tests.support.loopfs import LoopFs
 from tests.support.prometheus import Prometheus, panel_metrics
 
