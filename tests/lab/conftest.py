@@ -39,16 +39,23 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "lab_stops: stops the lab, so it runs after every other lab test")
 
 
+# the module that destroys and re-creates the array (teardown, TCP, a drive with a filesystem) runs after the
+# ones that use the array the fault drills provisioned: test_serve_lab serves on it instead of provisioning
+# its own (about 2 minutes of the suite)
+REBUILDS_THE_ARRAY = "test_provision_lab.py"
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked lab_stops go after every other test of this package, and still inside it (the lab is
-    package-scoped: a lab_stops test moved past the package would boot a second lab). Other order kept."""
+    package-scoped: a lab_stops test moved past the package would boot a second lab); before them, the
+    module that rebuilds the array goes after the others. Other order kept."""
     here = Path(__file__).parent
     inside = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
     if not inside:
         return
     block = items[inside[0]:inside[-1] + 1]          # pytest collects a package's tests contiguously
-    block.sort(key=lambda item: here in Path(str(item.fspath)).parents
-               and item.get_closest_marker("lab_stops") is not None)
+    block.sort(key=lambda item: (item.get_closest_marker("lab_stops") is not None,
+                                 Path(str(item.fspath)).name == REBUILDS_THE_ARRAY))
     items[inside[0]:inside[-1] + 1] = block
 
 

@@ -39,6 +39,7 @@ def inventory(lab, tmp_path_factory):
         assert done.returncode == 0, done.stderr + done.stdout
     yield path
     fxctl("-i", str(path), "serve", "stop", "--name", NAME, timeout=120)
+    lab.run(initiator, sh("rm", "-rf", f"/mnt/kvtier/fxtier/{NAME}-0"))   # the array's later users start clean
 
 
 def test_serve_sim_on_the_initiator_streams_through_a_forward_and_stops_clean(lab, inventory):
