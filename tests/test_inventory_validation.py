@@ -243,7 +243,7 @@ def test_serve_keys_not_set_are_none_and_set_ones_are_kept():
 def test_every_default_comes_from_the_model():
     inventory = load_inventory_text(GOOD_HOSTS + ARRAY)
     array = inventory.arrays[0]
-    assert (array.chunk_bytes, array.raid_name, array.fs_label, array.listen_port) == (65536, "kv", "kv", 4420)
+    assert (array.chunk_bytes, array.raid_name, array.fs_label, array.listen.port) == (65536, "kv", "kv", 4420)
     assert array.mount_options == ("noatime", "logbsize=256k", "largeio", "swalloc")
     assert (inventory.hosts["t1"].port, inventory.hosts["t1"].user) == (22, "root")
 

@@ -123,5 +123,19 @@ def test_lab_inventory_leaves_defaults_to_the_model(lab_state):
     assert "raid" not in array and "transport" not in array and "port" not in array["listen"]
     inventory = load_inventory_text(yaml.safe_dump(data, sort_keys=False), "lab.yaml")
     (spec,) = inventory.arrays
-    assert (spec.transport, spec.listen_port, spec.chunk_bytes, inventory.network.mtu) == ("rdma", 4420, 65536, 9000)
+    assert (spec.transport, spec.listen.port, spec.chunk_bytes, inventory.network.mtu) == ("rdma", 4420, 65536, 9000)
     assert inventory.hosts["target1"].user == "root"
+
+
+def test_a_lab_with_two_paths_writes_a_multipath_array_over_both_links(lab_state):
+    state = lab_state(paths=2)
+    data = render_inventory(state)
+    (array,) = data["arrays"]
+    assert "listen" not in array
+    assert array["paths"] == [{"address": "10.99.0.1", "interface": "eth1"},
+                              {"address": "10.99.1.1", "interface": "eth2"}]
+    interfaces = data["network"]["interfaces"]
+    assert [i["netdev"] for i in interfaces["initiator1"]] == ["eth1", "eth2"]
+    assert all(i["soft_roce"] for i in interfaces["target1"])
+    (spec,) = load_inventory_text(yaml.safe_dump(data, sort_keys=False), "lab.yaml").arrays
+    assert spec.multipath and len(spec.drives) == 4

@@ -44,7 +44,7 @@ def show(app):
     rows = [[h.name, f"{h.user}@{h.address}:{h.port}", ",".join(h.roles), "sudo" if h.sudo else "",
              "pinned" if h.host_key else (h.known_hosts or "~/.ssh/known_hosts")] for h in inventory.hosts.values()]
     arrays = "\n".join(f"array {a.name}: {a.target} -> {','.join(a.initiators)} over {a.transport} "
-                       f"{a.listen_address}:{a.listen_port}, {len(a.drives)} drives, {a.mount}"
+                       f"{' + '.join(p.label for p in a.listen_paths)}, {len(a.drives)} drives, {a.mount}"
                        for a in inventory.arrays)
     emit(inventory, app.output_format, rows=rows, headers=["host", "ssh", "roles", "sudo", "host key"],
          text=arrays or None)

@@ -52,18 +52,20 @@ def build_cmd(app, force, install_deps):
 @click.option("--initiators", default=1, show_default=True, type=click.IntRange(1, 8), help="Initiator guests.")
 @click.option("--drives", default=4, show_default=True, type=click.IntRange(1, 16),
               help="Emulated NVMe drives per target.")
+@click.option("--paths", default=1, show_default=True, type=click.IntRange(1, 4),
+              help="Private links between each target and initiator: 2 or more give NVMe multipath arrays.")
 @click.option("--drive-size", default="256M", show_default=True, help="Size of each drive (sparse file).")
 @click.option("--memory", "memory_mib", default=DEFAULT_MEMORY_MIB, show_default=True, type=click.IntRange(768, 16384),
               help="MiB of RAM per guest.")
 @name_option
 @install_deps_option
 @click.pass_obj
-def up_cmd(app, targets, initiators, drives, drive_size, memory_mib, lab_name, install_deps):
+def up_cmd(app, targets, initiators, drives, paths, drive_size, memory_mib, lab_name, install_deps):
     """Start the lab (building the image first if needed) and wait until every guest answers SSH."""
     from fxctl.lab.lab import up
     from fxctl.lab.topology import LabSpec, parse_size
 
-    spec = LabSpec(name=lab_name, targets=targets, initiators=initiators, drives=drives,
+    spec = LabSpec(name=lab_name, targets=targets, initiators=initiators, drives=drives, paths=paths,
                    drive_size=parse_size(drive_size), memory_mib=memory_mib)
     result = up(spec, install_deps=install_deps, progress=progress)
     if not result.already_running:

@@ -200,6 +200,11 @@ def _emit(app, result, data) -> None:
         read = ("ok" if reader.get("exit_code") == 0 else
                 f"FAILED (exit {reader.get('exit_code')}): {reader.get('error') or '-'}")
         lines.append(f"  read during the fault: {read} ({reader.get('passes', 0)} full passes)")
+        writer = data.writer
+        wrote = ("ok" if writer.get("exit_code") == 0 else
+                 f"FAILED (exit {writer.get('exit_code')}): {writer.get('error') or '-'}")
+        lines.append(f"  writes during the fault: {wrote} ({writer.get('passes', 0)} passes); read back: "
+                     + ("INTACT" if data.writes_intact else "NOT INTACT"))
         lines.append(f"  data {data.path}: " + ("INTACT (sha256 matches)" if data.intact else
                      f"NOT INTACT: {data.error_after or 'sha256 differs'}"))
     emit(document, app.output_format, text="\n".join(lines))

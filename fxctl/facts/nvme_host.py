@@ -9,7 +9,8 @@ TIMEOUTS = ("ctrl_loss_tmo", "reconnect_delay", "fast_io_fail_tmo")  # path-loss
 
 
 class NvmeControllers(Fact):
-    """Every NVMe controller: name, subsystem NQN, state, transport, address and path-loss timeouts (sysfs,
+    """Every NVMe controller: name, subsystem NQN, state, transport, address, path-loss timeouts and, under
+    native multipath, the ANA state of each of its namespace paths ({"nvme0c1n1": "optimized"}) (sysfs,
     not nvme-cli). A timeout reads as its sysfs text ("off" for -1), or None where this kernel lacks it."""
 
     def command(self):
@@ -20,6 +21,8 @@ for a in subsysnqn state transport address; do printf '\t%s' "$(cat "$c/$a" 2>/d
 for a in ctrl_loss_tmo reconnect_delay fast_io_fail_tmo; do
   if test -e "$c/$a"; then printf '\t%s' "$(cat "$c/$a" 2>/dev/null)"; else printf '\t-'; fi
 done
+printf '\t'
+for n in "$c"/nvme*c*n*; do test -e "$n/ana_state" && printf '%s=%s ' "${n##*/}" "$(cat "$n/ana_state")"; done
 echo; done; true""")
 
     def parse(self, stdout: str, exit_code: int = 0) -> list[dict]:
@@ -30,9 +33,11 @@ echo; done; true""")
                 continue
             name, nqn, state, transport, address = (f.strip() for f in fields[:5])
             timeouts = [f.strip() for f in fields[5:8]]
+            ana = dict(item.split("=", 1) for item in (fields[8] if len(fields) > 8 else "").split() if "=" in item)
             controllers.append({"name": name, "nqn": nqn, "state": state, "transport": transport,
                                 "address": parse_address(address),
-                                **{key: (None if value == "-" else value) for key, value in zip(TIMEOUTS, timeouts)}})
+                                **{key: (None if value == "-" else value) for key, value in zip(TIMEOUTS, timeouts)},
+                                "ana": ana})
         return controllers
 
 
@@ -64,3 +69,29 @@ class NvmeConnectOptions(Fact):
         import re
 
         return sorted(set(re.findall(r"\[\s+(--[A-Za-z0-9_-]+)", stdout)))
+
+
+class NvmeMultipath(Fact):
+    """Native multipath on this host: whether nvme_core has it on (its `multipath` parameter: None where
+    the module is not loaded), the kernel's release (which I/O policies it has), and each NVMe subsystem's
+    I/O policy by subsystem NQN (sysfs /sys/class/nvme-subsystem)."""
+
+    def command(self):
+        return script(r"""printf 'multipath\t%s\n' "$(cat /sys/module/nvme_core/parameters/multipath 2>/dev/null)"
+printf 'kernel\t%s\n' "$(uname -r)"
+for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+  test -d "$s" || continue
+  printf 'subsystem\t%s\t%s\t%s\n' "${s##*/}" "$(cat "$s/subsysnqn" 2>/dev/null)" "$(cat "$s/iopolicy" 2>/dev/null)"
+done; true""")
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict:
+        found: dict = {"enabled": None, "kernel": "", "subsystems": {}}
+        for line in stdout.splitlines():
+            fields = [f.strip() for f in line.split("\t")]
+            if fields[0] == "multipath" and len(fields) > 1 and fields[1]:
+                found["enabled"] = fields[1] in ("Y", "y", "1")
+            elif fields[0] == "kernel" and len(fields) > 1:
+                found["kernel"] = fields[1]
+            elif fields[0] == "subsystem" and len(fields) == 4 and fields[2]:
+                found["subsystems"][fields[2]] = {"name": fields[1], "iopolicy": fields[3] or None}
+        return found

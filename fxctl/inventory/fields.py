@@ -26,8 +26,9 @@ shape = functools.partial(dataclass, frozen=True, kw_only=True,
                           config=ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True))
 
 
-def refuse(message: str, at: int | str | None = None) -> PydanticCustomError:
-    """A refusal with its final wording; `at` is a list index or key below the field it is about."""
+def refuse(message: str, at: int | str | tuple | None = None) -> PydanticCustomError:
+    """A refusal with its final wording; `at` is a list index or key (or a tuple of them) below the field it
+    is about."""
     ctx: dict[str, Any] = {"message": message}
     if at is not None:
         ctx["at"] = at

@@ -22,6 +22,7 @@ from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 from fxctl.serve.vllm_flags import INT_RANGES
 
 ROLES = ("target", "initiator", "server", "client")
+IOPOLICIES = ("queue-depth", "round-robin", "numa")   # the kernel's nvme-subsystem iopolicy values
 Name = checked(v.name)
 Port = between(1, 65535)
 Seconds = between(0, 86400)
@@ -80,8 +81,16 @@ class Drive:
 
 @shape
 class Listen:
+    """One path to the array's subsystem: a target port (address, port) and, optionally, the initiator's
+    interface that reaches it (connections are bound to it; without it the initiator's routes choose)."""
+
     address: checked(v.ip_address)
     port: Port = 4420
+    interface: checked(v.ifname) | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.address}:{self.port}" + (f" via {self.interface}" if self.interface else "")
 
 
 @shape
@@ -95,6 +104,9 @@ class Connect:
     reconnect_delay: between(1, 86400) = 2    # seconds between attempts
     fast_io_fail_tmo: between(-1, 86400) = 5  # fail I/O after this while reconnecting goes on; -1: queue it
     tos: between(-1, 255) = -1                # -1: the kernel's default
+    # native multipath's I/O policy for an array with several paths (fxctl.ops.multipath): None is
+    # queue-depth where the kernel has it (6.11+), round-robin on older kernels
+    iopolicy: one_of(*IOPOLICIES) | None = None
 
 
 @shape
@@ -117,7 +129,8 @@ class ArraySpec:
     name: Name
     target: Name                         # host that exports the drives
     nqn: checked(v.nqn)                  # subsystem NQN
-    listen: Listen
+    listen: Listen | None = None         # one path; or
+    paths: items(Listen, min_items=2) | None = None   # two or more: NVMe native multipath
     drives: items(Drive, min_items=1)
     initiators: unique(Name, min_items=1)
     filesystem: Filesystem
@@ -125,8 +138,24 @@ class ArraySpec:
     connect: Connect = Connect()
     raid: Raid = Raid()
 
-    listen_address = property(lambda self: self.listen.address)
-    listen_port = property(lambda self: self.listen.port)
+    @model_validator(mode="after")
+    def _one_way_to_listen(self):
+        if (self.listen is None) == (self.paths is None):
+            raise refuse("give exactly one of: listen (one path), paths (two or more: native multipath)"
+                         + (" (found both)" if self.listen is not None else ""))
+        seen = set()
+        for index, path in enumerate(self.paths or ()):
+            if (path.address, path.port) in seen:
+                raise refuse(f"{path.address}:{path.port} is listed twice", at=("paths", index))
+            seen.add((path.address, path.port))
+        return self
+
+    @property
+    def listen_paths(self) -> tuple[Listen, ...]:
+        """Every path to the subsystem, the first one first (one for an array with `listen:`)."""
+        return self.paths or (self.listen,)  # type: ignore[return-value]
+
+    multipath = property(lambda self: len(self.listen_paths) > 1)
     chunk_bytes = property(lambda self: self.raid.chunk)
     metadata = property(lambda self: self.raid.metadata)
     raid_name = property(lambda self: self.raid.name or self.name)

@@ -33,7 +33,8 @@ def problems_of(error: ValidationError, doc: Document, root: type) -> list[Probl
         if kind == "fx":
             message = ctx["message"]
             if "at" in ctx:
-                loc += (ctx["at"],)
+                at = ctx["at"]
+                loc += tuple(at) if isinstance(at, tuple | list) else (at,)
         elif kind in ("missing", "missing_argument", "missing_keyword_only_argument"):
             loc, message = loc[:-1], f"missing required key '{loc[-1]}'"
         elif kind in ("extra_forbidden", "unexpected_keyword_argument", "invalid_key"):

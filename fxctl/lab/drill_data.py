@@ -1,9 +1,11 @@
 """Data for a fault drill: written and checksummed before the fault, read sequentially during it, checked after.
 
 A drill writes SIZE MiB of random data into DIR on a guest (fsync'ed, sha256 taken from a direct re-read),
-starts a sequential O_DIRECT read of it in the background (the I/O the fault interrupts), and afterwards
-waits for that read (bounded) and reads the file again: its exit status and error, and whether the
-sha256 still matches. Reads go around the page cache, so they show what the array holds.
+starts a sequential O_DIRECT read of it in the background and, beside it, a writer that copies another
+WRITE_MIB of random data (kept in the guest's RAM, its sha256 taken there) into DIR over and over with
+O_DIRECT and fsync (the I/O the fault interrupts, both ways). Afterwards it waits for both (bounded) and
+reads both files again: each loop's exit status and error, and whether each sha256 still matches. Reads
+go around the page cache, so they show what the array holds.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from fxctl.remote.command import script
 from fxctl.remote.session import open_session
 
 DATA_NAME = ".fxctl-drill.bin"
+WRITTEN_NAME = ".fxctl-drill-written.bin"   # what the writer copies during the fault
+WRITE_MIB = 4
 RUN_PREFIX = "/run/fxctl-drill"     # the reader's status lives in the guest's RAM, never on the array
 IO_TIMEOUT_S = 180
 
@@ -31,15 +35,26 @@ class DrillData:
     reader: dict = field(default_factory=dict)      # exit_code, error, seconds (the read during the fault)
     sha256_after: str | None = None
     error_after: str | None = None
+    writer: dict = field(default_factory=dict)      # exit_code, error, seconds, passes (writes during it)
+    written_sha256: str | None = None               # of what the writer wrote (taken in the guest's RAM)
+    written_sha256_after: str | None = None         # of the written file read back after the fault
 
     @property
     def intact(self) -> bool:
         return self.sha256_after == self.sha256
 
+    @property
+    def writes_intact(self) -> bool | None:
+        """The data written during the fault reads back as written (None: no writer ran)."""
+        if not self.writer:
+            return None
+        return self.written_sha256 is not None and self.written_sha256_after == self.written_sha256
+
     def to_dict(self) -> dict:
         return {"guest": self.guest, "path": self.path, "size_mib": self.size_mib, "sha256": self.sha256,
                 "reader": self.reader, "sha256_after": self.sha256_after, "error_after": self.error_after,
-                "intact": self.intact}
+                "intact": self.intact, "writer": self.writer, "written_sha256": self.written_sha256,
+                "written_sha256_after": self.written_sha256_after, "writes_intact": self.writes_intact}
 
 
 def parse_target(text: str, state: LabState) -> tuple[GuestRecord, str]:
@@ -62,23 +77,34 @@ head -c "$((mib * 1048576))" /dev/urandom | dd of="$f" bs=1M iflag=fullblock ofl
 dd if="$f" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1 | tee "$4.sha256"
 """
 
-# reads the file again and again until finish() leaves $run.stop: the read is on when the fault strikes
-_START_READ = r"""
-f=$1/$2; run=$3; limit=$4
-rm -f "$run.rc" "$run.err" "$run.stop"
+# reads the file again and again until finish() leaves $run.stop: the read is on when the fault strikes;
+# beside it, the writer copies $run.src (random, in RAM) into the folder again and again, fsync'ed
+_START_IO = r"""
+f=$1/$2; run=$3; limit=$4; w=$1/$5; mib=$6
+rm -f "$run.rc" "$run.err" "$run.stop" "$run.wrc" "$run.werr" "$run.src" "$run.src.sha256"
+head -c "$((mib * 1048576))" /dev/urandom > "$run.src" || exit 1
+sha256sum < "$run.src" | cut -d' ' -f1 > "$run.src.sha256"
 nohup sh -c 'start=$(date +%s); rc=0; passes=0
 while [ ! -e "$2.stop" ]; do
   timeout "$3" dd if="$1" of=/dev/null bs=1M iflag=direct status=none 2>"$2.err" || { rc=$?; break; }
   passes=$((passes + 1))
 done
 echo "$rc $(($(date +%s) - start)) $passes" > "$2.rc"' fxctl "$f" "$run" "$limit" </dev/null >/dev/null 2>&1 &
+nohup sh -c 'start=$(date +%s); rc=0; passes=0
+while [ ! -e "$2.stop" ]; do
+  timeout "$3" dd if="$2.src" of="$1" bs=1M oflag=direct conv=fsync status=none 2>"$2.werr" || { rc=$?; break; }
+  passes=$((passes + 1)); sleep 0.5
+done
+echo "$rc $(($(date +%s) - start)) $passes" > "$2.wrc"' fxctl "$w" "$run" "$limit" </dev/null >/dev/null 2>&1 &
+cat "$run.src.sha256"
 """
 
-_READ_STATUS = r"""
+_IO_STATUS = r"""
 run=$1
 touch "$run.stop"
-test -e "$run.rc" || { echo running; exit 0; }
-cat "$run.rc"; head -c 400 "$run.err" 2>/dev/null
+for k in rc wrc; do test -e "$run.$k" || { echo running; exit 0; }; done
+cat "$run.rc"; cat "$run.wrc"; head -c 300 "$run.err" 2>/dev/null | tr '\n' ' '; echo
+head -c 300 "$run.werr" 2>/dev/null | tr '\n' ' '; echo
 """
 
 _CHECK = r"""
@@ -102,34 +128,49 @@ def write(state: LabState, guest: GuestRecord, folder: str, size_mib: int) -> Dr
     return DrillData(guest.name, f"{folder}/{DATA_NAME}", size_mib, digest)
 
 
-def start_reading(state: LabState, guest: GuestRecord, data: DrillData, limit_s: float) -> None:
-    """Sequential direct reads of the data in the background on the guest, over and over until finish();
-    one read that takes longer than limit_s is ended (exit 124)."""
+def start_io(state: LabState, guest: GuestRecord, data: DrillData, limit_s: float) -> None:
+    """In the background on the guest until finish(): sequential direct reads of the data, over and over,
+    and writes of WRITE_MIB of other random data (fsync'ed); one read or write that takes longer than
+    limit_s is ended (exit 124)."""
     folder = data.path.rsplit("/", 1)[0]
     with open_session(guest_host(state, guest)) as session:
-        session.run(script(_START_READ, folder, DATA_NAME, RUN_PREFIX, str(int(limit_s))), timeout=60, check=True)
+        result = session.run(script(_START_IO, folder, DATA_NAME, RUN_PREFIX, str(int(limit_s)), WRITTEN_NAME,
+                                    str(WRITE_MIB)), timeout=60, check=True)
+    digest = result.stdout.strip()
+    data.written_sha256 = digest if len(digest) == 64 else None
 
 
 def finish(state: LabState, guest: GuestRecord, data: DrillData, *, wait_s: float) -> DrillData:
     """Wait (at most wait_s) for the background read, then read the data again and compare checksums."""
     folder = data.path.rsplit("/", 1)[0]
     with open_session(guest_host(state, guest)) as session:
-        def reader_done() -> dict | None:
-            lines = session.run(script(_READ_STATUS, RUN_PREFIX), timeout=30).stdout.strip().splitlines()
-            if not lines or lines[0] == "running":
+        def both_done() -> tuple[dict, dict] | None:
+            lines = session.run(script(_IO_STATUS, RUN_PREFIX), timeout=30).stdout.splitlines()
+            if not lines or lines[0] == "running" or len(lines) < 2:
                 return None
-            code, seconds, passes = (lines[0].split() + ["", ""])[:3]
-            return {"exit_code": int(code), "seconds": _float(seconds), "passes": int(passes or 0),
-                    "error": " ".join(lines[1:]).strip() or None}
+            lines += ["", ""]
+            return parse_loop(lines[0], lines[2]), parse_loop(lines[1], lines[3])
 
-        data.reader = poll(reader_done, wait_s, every_s=2) or \
-            {"exit_code": None, "seconds": None, "error": f"still reading after {wait_s:.0f} s"}
+        done = poll(both_done, wait_s, every_s=2)
+        still = {"exit_code": None, "seconds": None, "error": f"still running after {wait_s:.0f} s"}
+        data.reader, data.writer = done or (still, still)
         check = session.run(script(_CHECK, folder, DATA_NAME, str(IO_TIMEOUT_S), RUN_PREFIX), timeout=IO_TIMEOUT_S + 30)
+        written = session.run(script(_CHECK, folder, WRITTEN_NAME, str(IO_TIMEOUT_S), RUN_PREFIX),
+                              timeout=IO_TIMEOUT_S + 30)
     digest = check.stdout.strip()
     data.sha256_after = digest if len(digest) == 64 and check.ok else None
     if data.sha256_after is None:
         data.error_after = (check.stderr.strip()[-300:] or "the read timed out")
+    digest = written.stdout.strip()
+    data.written_sha256_after = digest if len(digest) == 64 and written.ok else None
     return data
+
+
+def parse_loop(status: str, error: str) -> dict:
+    """One background loop's "RC SECONDS PASSES" line and its error text."""
+    code, seconds, passes = (status.split() + ["", "", ""])[:3]
+    return {"exit_code": int(code) if code.lstrip("-").isdigit() else None, "seconds": _float(seconds),
+            "passes": int(passes) if passes.isdigit() else 0, "error": error.strip() or None}
 
 
 def check(state: LabState, guest: GuestRecord, folder: str) -> DrillData:
@@ -166,8 +207,8 @@ def around(state: LabState, where: str | None, size_mib: int, fault, *, read_lim
     guest, folder = parse_target(where, state)
     progress(f"{guest.name}: writing {size_mib} MiB into {folder} and taking its sha256")
     data = write(state, guest, folder, size_mib)
-    progress(f"{guest.name}: sha256 {data.sha256[:16]}...; sequential read started")
-    start_reading(state, guest, data, read_limit_s)
+    start_io(state, guest, data, read_limit_s)
+    progress(f"{guest.name}: sha256 {data.sha256[:16]}...; sequential read and {WRITE_MIB} MiB writes started")
     result = fault()
     progress(f"{guest.name}: waiting for the read (at most {read_limit_s:.0f} s), then checking the data")
     return result, finish(state, guest, data, wait_s=read_limit_s)

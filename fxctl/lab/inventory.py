@@ -45,22 +45,34 @@ def _facts(guest: GuestRecord) -> dict:
 
 
 def lab_arrays(state: LabState) -> list[dict]:
-    """One array per target-initiator link, over that link's share of the target's drives (round
-    robin). The default lab (one target, one initiator) is one array 'kvtier' over all drives."""
+    """One array per target-initiator pair, over that pair's share of the target's drives (round
+    robin). The default lab (one target, one initiator) is one array 'kvtier' over all drives. A pair
+    joined by several links (`fxctl lab up --paths N`) gets a multipath array: one path per link, each
+    bound to the initiator's interface on it."""
     arrays = []
     for target in (g for g in state.guests if g.role == "target"):
-        links = target.links
-        for k, link in enumerate(links):
-            drives = target.drives[k::len(links)]
+        peers = list(dict.fromkeys(link.peer for link in target.links))
+        for k, peer in enumerate(peers):
+            drives = target.drives[k::len(peers)]
+            links = [link for link in target.links if link.peer == peer]
             if not drives:
                 continue
-            name = "kvtier" if len(state.guests) == 2 else f"kvtier-{target.name}-{link.peer}"
+            first = links[0]
+            name = "kvtier" if len(state.guests) == 2 else f"kvtier-{target.name}-{peer}"
+            listen = ({"listen": {"address": first.address.split("/")[0]}} if len(links) == 1 else
+                      {"paths": [{"address": link.address.split("/")[0], "interface": _peer_netdev(state, peer, link)}
+                                 for link in links]})
             arrays.append({
-                "name": name, "target": target.name, "nqn": f"{NQN_PREFIX}:{state.name}.{name}",
-                "listen": {"address": link.address.split("/")[0]},
-                "drives": [{"serial": d.serial} for d in drives], "initiators": [link.peer],
-                "filesystem": {"label": "kvtier" if name == "kvtier" else f"kvtier{link.index}",
+                "name": name, "target": target.name, "nqn": f"{NQN_PREFIX}:{state.name}.{name}", **listen,
+                "drives": [{"serial": d.serial} for d in drives], "initiators": [peer],
+                "filesystem": {"label": "kvtier" if name == "kvtier" else f"kvtier{first.index}",
                                "mount": f"/mnt/{name}"},
                 "connect": LAB_CONNECT,
             })
     return arrays
+
+
+def _peer_netdev(state: LabState, peer: str, link) -> str:
+    """The initiator's interface on the same private link."""
+    guest = state.guest(peer)
+    return next(own.netdev for own in guest.links if own.index == link.index)

@@ -1,8 +1,9 @@
 """The shape of a lab: which guests, their drives, and the private links between them (pure data).
 
-Private links are point-to-point (QEMU `-netdev stream` over 127.0.0.1): every initiator gets one link
-to every target, each link its own /24 (10.99.L.0/24: target .1, initiator .2), MTU 9000. The default
-lab (1 target, 1 initiator) is one link: target eth1 10.99.0.1, initiator eth1 10.99.0.2. Management is
+Private links are point-to-point (QEMU `-netdev stream` over 127.0.0.1): every initiator gets `paths`
+links (default 1) to every target, each link its own /24 (10.99.L.0/24: target .1, initiator .2), MTU
+9000. The default lab (1 target, 1 initiator) is one link: target eth1 10.99.0.1, initiator eth1
+10.99.0.2; with `--paths 2` a second one, eth2 10.99.1.1 / 10.99.1.2 (two ports for NVMe multipath). Management is
 eth0 (QEMU user networking, restrict=on, SSH forwarded from 127.0.0.1 only).
 """
 
@@ -16,6 +17,7 @@ from fxctl.units import size_bytes
 
 PRIVATE_PREFIX = "10.99"
 MAX_LINKS = 16
+MAX_PATHS = 4
 MAX_DRIVES = 16
 # The guests' root is the initramfs in RAM (tmpfs, half of it): 1280 MiB left 78 MB free on a 509 MB root,
 # too little for `fxctl serve` to unpack fxctl's dependency wheels there (about 80 MB staged and unpacked)
@@ -30,13 +32,16 @@ class LabSpec:
     drives: int = 4
     drive_size: int = 256 << 20
     memory_mib: int = DEFAULT_MEMORY_MIB
+    paths: int = 1          # private links between each target and each initiator
 
     def check(self) -> LabSpec:
         if not 1 <= self.targets or not 1 <= self.initiators:
             raise BadInput("a lab needs at least one target and one initiator")
-        if self.targets * self.initiators > MAX_LINKS:
-            raise BadInput(f"{self.targets} targets x {self.initiators} initiators need more than "
-                           f"{MAX_LINKS} private links", "use fewer guests")
+        if not 1 <= self.paths <= MAX_PATHS:
+            raise BadInput(f"--paths must be 1..{MAX_PATHS}, not {self.paths}")
+        if self.targets * self.initiators * self.paths > MAX_LINKS:
+            raise BadInput(f"{self.targets} targets x {self.initiators} initiators x {self.paths} paths need "
+                           f"more than {MAX_LINKS} private links", "use fewer guests or paths")
         if not 1 <= self.drives <= MAX_DRIVES:
             raise BadInput(f"--drives must be 1..{MAX_DRIVES}, not {self.drives}")
         if self.drive_size < 16 << 20:
@@ -121,7 +126,7 @@ def plan_lab(spec: LabSpec) -> LabPlan:
     targets = [f"target{i}" for i in range(1, spec.targets + 1)]
     initiators = [f"initiator{i}" for i in range(1, spec.initiators + 1)]
     links = tuple(PrivateLink(index, t, i) for index, (t, i) in
-                  enumerate((t, i) for t in targets for i in initiators))
+                  enumerate((t, i) for t in targets for i in initiators for _ in range(spec.paths)))
     tag = lab_tag(spec.name)
     guests = []
     for number, name in enumerate(targets + initiators, start=1):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fxctl.engine.plan import Operation, Refused
 from fxctl.ops.files import ensure_file, ensure_line, with_managed_line
@@ -33,6 +33,9 @@ class ConnectSpec:
     options: tuple[tuple[str, int], ...]   # (inventory key, value), in CONNECT_OPTIONS order
     members: tuple[str, ...]                # /dev/disk/by-id/nvme-uuid.* paths that must appear
     sysfs: tuple[tuple[str, int], ...] = ()  # options nvme-cli lacks, written to sysfs after connecting
+    host_traddr: str | None = None           # the initiator's own address for this path (rdma binds to it)
+    host_iface: str | None = None            # the initiator's interface for this path (tcp binds to it)
+    label: str = ""                          # how messages name this path ("10.0.0.1:4420 via eth2")
 
 
 def supported(spec: ConnectSpec, accepted: list[str]) -> tuple[ConnectSpec, list[str]]:
@@ -47,7 +50,7 @@ def supported(spec: ConnectSpec, accepted: list[str]) -> tuple[ConnectSpec, list
     lacking += [item for item in forever if item not in lacking]
     sysfs = tuple((k, v) for k, v in lacking if k in SYSFS_OPTIONS)
     unapplied = [k for k, _ in lacking if k not in SYSFS_OPTIONS]
-    return ConnectSpec(spec.nqn, spec.transport, spec.address, spec.port, keep, spec.members, sysfs), unapplied
+    return replace(spec, options=keep, sysfs=sysfs), unapplied
 
 
 def check_applicable(spec: ConnectSpec, unapplied: list[str]) -> Operation:
@@ -128,6 +131,10 @@ def set_timeouts(spec: ConnectSpec):
 
 def connect_args(spec: ConnectSpec) -> list[str]:
     args = ["--transport", spec.transport, "--traddr", spec.address, "--trsvcid", str(spec.port)]
+    if spec.host_traddr:
+        args += ["--host-traddr", spec.host_traddr]
+    if spec.host_iface:
+        args += ["--host-iface", spec.host_iface]
     for key, value in spec.options:
         if key == "tos" and value < 0:
             continue
@@ -190,15 +197,19 @@ def ensure_connected(spec: ConnectSpec, controllers: list[dict], present: list[s
     live = [c for c in found if c["state"] == "live"]
     missing = [m for m in spec.members if m not in present]
     if live and not missing:
-        return f"connected ({live[0]['name']} live), {len(spec.members)} namespaces present"
+        ana = sorted(set((live[0].get("ana") or {}).values()))
+        return (f"connected ({live[0]['name']} live), {len(spec.members)} namespaces present"
+                + (f", ANA {'/'.join(ana)}" if ana else ""))
     waiting = [c for c in found if c["state"] not in ("live", "dead")]
     if waiting and not live:
         states = ", ".join(f"{c['name']} {c['state']}" for c in waiting)
-        raise Refused(f"degraded: the path to {spec.address}:{spec.port} is down ({states}); the kernel keeps "
-                      "reconnecting until ctrl_loss_tmo, and fxctl leaves the controller alone (a disconnect "
-                      "would remove a RAID0 member). Check the link and the target, then run again")
-    if found and not live:
-        yield sh("nvme", "disconnect", "--nqn", spec.nqn)
+        raise Refused(f"degraded: the path to {spec.label or f'{spec.address}:{spec.port}'} is down ({states}); "
+                      "the kernel keeps reconnecting until ctrl_loss_tmo, and fxctl leaves the controller alone "
+                      "(a disconnect would remove it, and with one path a RAID0 member). Check the link and the "
+                      "target, then run again")
+    for dead in ([c for c in found if c["state"] == "dead"] if not live else []):
+        # this path's controller only: `--nqn` would also take the array's other paths away
+        yield sh("nvme", "disconnect", "--device", dead["name"])
     if not live:
         yield sh("nvme", "connect", "--nqn", spec.nqn, *connect_args(spec))
         if spec.sysfs:

@@ -18,19 +18,24 @@ UNIT_NAME = "fxctl-nvme-timeouts.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 
 
-def timeouts_json(timeouts: dict[str, dict[str, int]]) -> str:
-    """nqn -> {key: value} as the boot script reads it, in a stable form."""
-    arrays = [{"nqn": nqn, "timeouts": dict(sorted(values.items()))} for nqn, values in sorted(timeouts.items())]
+def timeouts_json(entries: dict[str, dict]) -> str:
+    """nqn -> {"timeouts": {key: value}, "paths": N, "iopolicy": policy} (the last two for multipath arrays)
+    as the boot script reads it, in a stable form. A bare {key: value} is read as the timeouts."""
+    arrays = []
+    for nqn, entry in sorted(entries.items()):
+        if "timeouts" not in entry:
+            entry = {"timeouts": entry}
+        arrays.append({"nqn": nqn, **entry, "timeouts": dict(sorted(entry["timeouts"].items()))})
     return json.dumps({"arrays": arrays}, indent=2, sort_keys=True) + "\n"
 
 
-def persisted_files(timeouts: dict[str, dict[str, int]]) -> dict[str, tuple[str, str]]:
+def persisted_files(timeouts: dict[str, dict]) -> dict[str, tuple[str, str]]:
     return {CONFIG_PATH: (timeouts_json(timeouts), "0644"),
             SCRIPT_PATH: (data.text("nvme_timeouts.py"), "0755"),
             UNIT_PATH: (data.text(UNIT_NAME), "0644")}
 
 
-def ensure_persisted(timeouts: dict[str, dict[str, int]], current: dict[str, str | None]) -> Operation:
+def ensure_persisted(timeouts: dict[str, dict], current: dict[str, str | None]) -> Operation:
     """The JSON, the script and the unit hold what the inventory asks for."""
     files = persisted_files(timeouts)
     stale = [path for path, (content, _) in files.items() if current.get(path) != content]

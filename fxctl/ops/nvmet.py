@@ -23,18 +23,25 @@ class NamespaceSpec:
 
 
 @dataclass(frozen=True)
-class ExportSpec:
-    nqn: str
-    transport: str
+class PortSpec:
+    """One nvmet port the subsystem is linked to (one per path of a multipath array)."""
+
+    port_id: int
     address: str
     port: int
-    port_id: int
-    hosts: tuple[str, ...]
-    namespaces: tuple[NamespaceSpec, ...]
 
     @property
     def adrfam(self) -> str:
         return "ipv6" if ipaddress.ip_address(self.address).version == 6 else "ipv4"
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    nqn: str
+    transport: str
+    ports: tuple[PortSpec, ...]
+    hosts: tuple[str, ...]
+    namespaces: tuple[NamespaceSpec, ...]
 
 
 def attr_write(path: str, value: str | int):
@@ -115,17 +122,17 @@ def ensure_no_stray_namespaces(spec: ExportSpec, state: dict) -> Operation:
     return None if stray else "no other namespaces"
 
 
-def ensure_port(spec: ExportSpec, state: dict) -> Operation:
-    port = state["ports"].get(str(spec.port_id))
-    path = f"{CONFIGFS}/ports/{spec.port_id}"
-    wanted = {"trtype": spec.transport, "adrfam": spec.adrfam, "traddr": spec.address,
-              "trsvcid": str(spec.port)}
+def ensure_port(spec: ExportSpec, want: PortSpec, state: dict) -> Operation:
+    port = state["ports"].get(str(want.port_id))
+    path = f"{CONFIGFS}/ports/{want.port_id}"
+    wanted = {"trtype": spec.transport, "adrfam": want.adrfam, "traddr": want.address,
+              "trsvcid": str(want.port)}
     linked = port["subsystems"] if port else []
     differs = port is None or any(port["addr"].get(k) != v for k, v in wanted.items())
     if differs:
         others = [nqn for nqn in linked if nqn != spec.nqn]
         if others:
-            raise Refused(f"port {spec.port_id} has another address and also exports {', '.join(others)}; "
+            raise Refused(f"port {want.port_id} has another address and also exports {', '.join(others)}; "
                           "fxctl will not re-address a port other subsystems use")
         if port is None:
             yield sh("mkdir", path)
@@ -137,4 +144,4 @@ def ensure_port(spec: ExportSpec, state: dict) -> Operation:
     if spec.nqn not in linked:
         yield sh("ln", "-s", sub_path(spec.nqn), f"{path}/subsystems/{spec.nqn}")
         return None
-    return f"port {spec.port_id} listens on {spec.transport} {spec.address}:{spec.port}"
+    return f"port {want.port_id} listens on {spec.transport} {want.address}:{want.port}"

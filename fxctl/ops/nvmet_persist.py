@@ -20,11 +20,12 @@ def nvmetcli_json(specs: list[ExportSpec]) -> str:
     hosts = sorted({h for spec in specs for h in spec.hosts})
     ports: dict[int, dict] = {}
     for spec in specs:
-        port = ports.setdefault(spec.port_id, {
-            "addr": {"adrfam": spec.adrfam, "traddr": spec.address, "treq": "not specified",
-                     "trsvcid": str(spec.port), "trtype": spec.transport},
-            "portid": spec.port_id, "referrals": [], "subsystems": []})
-        port["subsystems"].append(spec.nqn)
+        for want in spec.ports:
+            port = ports.setdefault(want.port_id, {
+                "addr": {"adrfam": want.adrfam, "traddr": want.address, "treq": "not specified",
+                         "trsvcid": str(want.port), "trtype": spec.transport},
+                "portid": want.port_id, "referrals": [], "subsystems": []})
+            port["subsystems"].append(spec.nqn)
     subsystems = [{
         "allowed_hosts": sorted(spec.hosts), "attr": {"allow_any_host": "0"}, "nqn": spec.nqn,
         "namespaces": [{"device": {"path": ns.device, "uuid": ns.uuid}, "enable": 1, "nsid": ns.nsid}

@@ -6,17 +6,18 @@ initiator's host NQN; the array needs the namespaces that connecting makes appea
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
-from fxctl.engine.plan import Step, run_operation
+from fxctl.engine.plan import Refused, Step, run_operation
 from fxctl.facts.blockdev import DiskById, Mount, Probe
 from fxctl.facts.files import FileContent
 from fxctl.facts.md import MdDetail, MdExamine, MdScan, MemberHolders
-from fxctl.facts.nvme_host import NvmeConnectOptions, NvmeControllers, UuidMembers
-from fxctl.facts.system import FirstExisting, LoadedModules, Realpath
+from fxctl.facts.nvme_host import NvmeConnectOptions, NvmeControllers, NvmeMultipath, UuidMembers
+from fxctl.facts.system import FirstExisting, IpAddresses, LoadedModules, Realpath
 from fxctl.facts.systemd import UnitEnabled
-from fxctl.inventory.model import ArraySpec, Host
-from fxctl.ops import nvme_host, nvme_persist, raid
+from fxctl.inventory.model import ArraySpec, Host, Listen
+from fxctl.ops import multipath, nvme_host, nvme_persist, raid
 from fxctl.ops.systemd import ensure_unit_enabled
 from fxctl.provision import naming
 
@@ -29,11 +30,33 @@ def arrays_of(arrays: tuple[ArraySpec, ...], host: Host) -> list[ArraySpec]:
     return [a for a in arrays if host.name in a.initiators]
 
 
-def connect_spec(array: ArraySpec) -> nvme_host.ConnectSpec:
+def connect_spec(array: ArraySpec, path: Listen | None = None, addresses: dict[str, str] | None = None
+                 ) -> nvme_host.ConnectSpec:
+    """How this host connects one path of the array (the first when none is named). A path with an
+    `interface` is bound to it: rdma through the host's own address on it (from `addresses`, the
+    IpAddresses fact), tcp through the interface itself."""
+    path = path or array.listen_paths[0]
     options = tuple((key, getattr(array.connect, key)) for key in nvme_host.CONNECT_OPTIONS)
-    return nvme_host.ConnectSpec(nqn=array.nqn, transport=array.transport, address=array.listen_address,
-                                 port=array.listen_port, options=options,
-                                 members=tuple(naming.member_path(array, d) for d in array.drives))
+    host_traddr = host_iface = None
+    if path.interface and array.transport == "tcp":
+        host_iface = path.interface
+    elif path.interface:
+        host_traddr = own_address(path, addresses or {})
+    return nvme_host.ConnectSpec(nqn=array.nqn, transport=array.transport, address=path.address,
+                                 port=path.port, options=options,
+                                 members=tuple(naming.member_path(array, d) for d in array.drives),
+                                 host_traddr=host_traddr, host_iface=host_iface, label=path.label)
+
+
+def own_address(path: Listen, addresses: dict[str, str]) -> str:
+    """The host's address on the path's interface, of the target address's family; Refused if it has none."""
+    family = ipaddress.ip_address(path.address).version
+    mine = sorted(a for a, dev in addresses.items() if dev == path.interface
+                  and ipaddress.ip_address(a.partition("%")[0]).version == family)
+    if not mine:
+        raise Refused(f"interface {path.interface} (the path to {path.address}) has no IPv{family} address on "
+                      "this host: configure it (or `fxctl net apply`), or name another interface")
+    return mine[0]
 
 
 def layout(array: ArraySpec) -> raid.ArrayLayout:
@@ -68,28 +91,59 @@ class ConnectRecipe:
         return {"modules": LoadedModules(("nvme_fabrics", "nvme_rdma", "nvme_tcp")),
                 "controllers": NvmeControllers(), "members": UuidMembers(),
                 "discovery": FileContent(nvme_host.DISCOVERY_CONF), "autoconnect": UnitEnabled(AUTOCONNECT),
-                "options": NvmeConnectOptions()}
+                "options": NvmeConnectOptions(), "multipath": NvmeMultipath(), "addresses": IpAddresses()}
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
         steps = []
         discovery = facts["discovery"]
         for array in arrays_of(self.arrays, host):
-            spec, unapplied = nvme_host.supported(connect_spec(array), facts["options"])
             timeouts = {k: getattr(array.connect, k) for k in nvme_host.SYSFS_OPTIONS}
-            steps += [
-                run_operation(f"{array.name}: connect options", nvme_host.check_applicable(spec, unapplied)),
-                run_operation(f"{array.name}: modules", nvme_host.ensure_modules(array.transport, facts["modules"])),
-                run_operation(f"{array.name}: connect", nvme_host.ensure_connected(
-                    spec, facts["controllers"], facts["members"])),
-                run_operation(f"{array.name}: path-loss timeouts", nvme_host.ensure_timeouts(
-                    spec, timeouts, facts["controllers"])),
-                run_operation(f"{array.name}: autoconnect entry", nvme_host.ensure_autoconnect(
-                    spec, naming.marker(array), discovery)),
-            ]
-            discovery = nvme_host.with_autoconnect_line(spec, naming.marker(array), discovery)
+            steps.append(run_operation(f"{array.name}: modules",
+                                       nvme_host.ensure_modules(array.transport, facts["modules"])))
+            if array.multipath:
+                steps.append(run_operation(f"{array.name}: native multipath",
+                                           multipath.ensure_enabled(facts["multipath"])))
+            for index, path in enumerate(array.listen_paths):
+                name = f"{array.name}: " + (f"path {index + 1} ({path.label}): " if array.multipath else "")
+                marker = naming.path_marker(array, index)
+                try:
+                    spec, unapplied = nvme_host.supported(connect_spec(array, path, facts["addresses"]),
+                                                          facts["options"])
+                except Refused as refusal:
+                    steps.append(Step.refuse(f"{name}interface", str(refusal)))
+                    continue
+                steps += [
+                    run_operation(f"{name}connect options", nvme_host.check_applicable(spec, unapplied)),
+                    run_operation(f"{name}connect", nvme_host.ensure_connected(
+                        spec, facts["controllers"], facts["members"])),
+                    run_operation(f"{name}path-loss timeouts", nvme_host.ensure_timeouts(
+                        spec, timeouts, facts["controllers"])),
+                    run_operation(f"{name}autoconnect entry", nvme_host.ensure_autoconnect(spec, marker, discovery)),
+                ]
+                discovery = nvme_host.with_autoconnect_line(spec, marker, discovery)
+            if array.multipath:
+                steps.append(run_operation(f"{array.name}: iopolicy", self.iopolicy(array, facts["multipath"])))
         if steps:
             steps.append(run_operation(f"enable {AUTOCONNECT}", ensure_unit_enabled(AUTOCONNECT, facts["autoconnect"])))
         return steps
+
+
+    @staticmethod
+    def iopolicy(array: ArraySpec, found: dict):
+        policy, why = multipath.iopolicy_for(array.connect.iopolicy, found.get("kernel", ""))
+        return (yield from multipath.ensure_iopolicy(array.nqn, policy, why, found))
+
+
+def boot_entry(array: ArraySpec, kernel: str) -> dict:
+    """What the boot unit re-applies for one array: its timeouts, its paths' count and (multipath) iopolicy."""
+    entry: dict = {"timeouts": {k: getattr(array.connect, k) for k in nvme_host.SYSFS_OPTIONS}}
+    if array.multipath:
+        try:
+            entry["iopolicy"] = multipath.iopolicy_for(array.connect.iopolicy, kernel)[0]
+        except Refused:
+            pass    # the connect round refuses this array already
+        entry["paths"] = len(array.listen_paths)
+    return entry
 
 
 @dataclass
@@ -102,11 +156,11 @@ class BootTimeoutsRecipe:
     def facts(self, host: Host):
         facts = {path: FileContent(path) for path in (nvme_persist.CONFIG_PATH, nvme_persist.SCRIPT_PATH,
                                                       nvme_persist.UNIT_PATH)}
-        return {**facts, "enabled": UnitEnabled(nvme_persist.UNIT_NAME)}
+        return {**facts, "enabled": UnitEnabled(nvme_persist.UNIT_NAME), "multipath": NvmeMultipath()}
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
-        timeouts = {a.nqn: {k: getattr(a.connect, k) for k in nvme_host.SYSFS_OPTIONS}
-                    for a in arrays_of(self.arrays, host)}
+        kernel = (facts.get("multipath") or {}).get("kernel", "")
+        timeouts = {a.nqn: boot_entry(a, kernel) for a in arrays_of(self.arrays, host)}
         if not timeouts:
             return []
         unit = nvme_persist.persisted_files(timeouts)[nvme_persist.UNIT_PATH][0]

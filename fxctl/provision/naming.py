@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from fxctl.inventory.model import ArraySpec, Drive
+from fxctl.inventory.model import ArraySpec, Drive, Listen
 
 NAMESPACE = uuid.UUID("6f1a6c1e-5d0b-4b8e-9a57-2f6e0c1d9b10")  # fxctl's own uuid5 namespace
 
@@ -48,18 +48,35 @@ def nsid(index: int) -> int:
     return index + 1
 
 
-def port_id(array: ArraySpec, arrays: tuple[ArraySpec, ...]) -> int:
-    """Port ids shared by arrays with the same listen address/port/transport on one target."""
+def port_id(array: ArraySpec, path: Listen, arrays: tuple[ArraySpec, ...]) -> int:
+    """nvmet port ids, numbered over the target's endpoints (transport, address, port) in inventory order:
+    arrays with the same endpoint share its port, and each path of a multipath array has its own."""
     endpoints: list[tuple] = []
     for other in arrays:
         if other.target != array.target:
             continue
-        key = (other.transport, other.listen_address, other.listen_port)
-        if key not in endpoints:
-            endpoints.append(key)
-    return endpoints.index((array.transport, array.listen_address, array.listen_port)) + 1
+        for each in other.listen_paths:
+            key = (other.transport, each.address, each.port)
+            if key not in endpoints:
+                endpoints.append(key)
+    return endpoints.index((array.transport, path.address, path.port)) + 1
+
+
+def port_ids(array: ArraySpec, arrays: tuple[ArraySpec, ...]) -> list[int]:
+    return [port_id(array, path, arrays) for path in array.listen_paths]
 
 
 def marker(array: ArraySpec) -> str:
     """The tag on lines fxctl manages in fstab, mdadm.conf and discovery.conf."""
     return f"fxctl:{array.name}"
+
+
+def path_marker(array: ArraySpec, index: int) -> str:
+    """discovery.conf has one line per path: the first keeps the array's marker (as before multipath)."""
+    return marker(array) if index == 0 else f"{marker(array)}:path{index + 1}"
+
+
+def path_markers(array: ArraySpec, most: int = 16) -> list[str]:
+    """Every marker a path line of this array may carry (teardown removes them all, also of paths the
+    inventory no longer lists)."""
+    return [path_marker(array, i) for i in range(max(most, len(array.listen_paths)))]

@@ -82,9 +82,10 @@ class TargetRecipe:
         namespaces = tuple(
             nvmet.NamespaceSpec(naming.nsid(i), resolve_drive(d, facts["disks"], facts["links"]),
                                 naming.namespace_uuid(array, d)) for i, d in enumerate(array.drives))
+        ports = tuple(nvmet.PortSpec(naming.port_id(array, path, self.arrays), path.address, path.port)
+                      for path in array.listen_paths)
         return nvmet.ExportSpec(
-            nqn=array.nqn, transport=array.transport, address=array.listen_address, port=array.listen_port,
-            port_id=naming.port_id(array, self.arrays),
+            nqn=array.nqn, transport=array.transport, ports=ports,
             hosts=tuple(self.hostnqns[name] for name in array.initiators), namespaces=namespaces)
 
     def plan(self, host: Host, facts: dict) -> list[Step]:
@@ -109,7 +110,9 @@ class TargetRecipe:
     def plan_array(self, array: ArraySpec, spec: nvmet.ExportSpec, facts: dict) -> list[Step]:
         state = facts["nvmet"]
         name = array.name
-        steps = [run_operation(f"{name}: network", self.check_network(array, facts)),
+        steps = [*[run_operation(f"{name}: network" + (f" (path {i + 1})" if array.multipath else ""),
+                                 self.check_network(array, path.address, facts))
+                   for i, path in enumerate(array.listen_paths)],
                  run_operation(f"{name}: modules", nvmet.ensure_modules(array.transport, facts["modules"]))]
         exported = {ns.get("device_path") for ns in
                     ((state["subsystems"].get(array.nqn) or {}).get("namespaces") or {}).values()}
@@ -126,7 +129,8 @@ class TargetRecipe:
             *[run_operation(f"{name}: namespace {ns.nsid}", nvmet.ensure_namespace(spec, ns, state))
               for ns in spec.namespaces],
             run_operation(f"{name}: other namespaces", nvmet.ensure_no_stray_namespaces(spec, state)),
-            run_operation(f"{name}: port", nvmet.ensure_port(spec, state)),
+            *[run_operation(f"{name}: port" + (f" {want.port_id}" if array.multipath else ""),
+                            nvmet.ensure_port(spec, want, state)) for want in spec.ports],
         ]
         return steps
 
@@ -157,15 +161,15 @@ class TargetRecipe:
             any(s.changes for s in steps), facts["initramfs"])))
         return steps
 
-    def check_network(self, array: ArraySpec, facts: dict):
-        netdev = facts["addresses"].get(array.listen_address)
+    def check_network(self, array: ArraySpec, address: str, facts: dict):
+        netdev = facts["addresses"].get(address)
         if netdev is None:
-            raise Refused(f"listen address {array.listen_address} is not configured on this host "
+            raise Refused(f"listen address {address} is not configured on this host "
                           "(configure it, or run `fxctl net apply`)")
         if array.transport == "rdma" and not any(d["netdev"] == netdev for d in facts["rdma"]):
             raise Refused(f"no RDMA device on {netdev} for transport rdma (an RDMA NIC, or Soft-RoCE "
                           "through `fxctl net apply` with soft_roce: true; or use transport tcp)")
-        return f"{array.listen_address} is on {netdev}"
+        return f"{address} is on {netdev}"
         yield  # a generator: checks only, never a command
 
     def check_drive(self, array: ArraySpec, device: str, exported: set, facts: dict):

@@ -85,26 +85,42 @@ class InitiatorTeardown:
                     plan.device, facts[f"{name}:md"], facts[f"{name}:examine"], self.wipe), destructive=self.wipe),
                 run_operation(f"{name}: mdadm.conf", ensure_no_line(conf_path, marker, conf)),
                 run_operation(f"{name}: disconnect", ensure_disconnected(array.nqn, facts["controllers"])),
-                run_operation(f"{name}: autoconnect entry", ensure_no_line(DISCOVERY_CONF, marker, discovery)),
+                run_operation(f"{name}: autoconnect entry", ensure_no_path_lines(array, discovery)),
             ]
+            for path_marker in naming.path_markers(array):
+                discovery = without_managed_line(discovery, path_marker)
         return steps
 
 
-def ensure_unexported(array: ArraySpec, state: dict, port_id: int) -> Operation:
+def ensure_no_path_lines(array: ArraySpec, current: str | None) -> Operation:
+    """discovery.conf keeps no line of the array's paths (also of paths the inventory no longer lists)."""
+    wanted = current
+    for marker in naming.path_markers(array):
+        wanted = without_managed_line(wanted, marker)
+    if current is None or wanted == current:
+        return f"{DISCOVERY_CONF} has no {naming.marker(array)} line"
+    yield write_file(DISCOVERY_CONF, wanted or "", "0644")
+    return None
+
+
+def ensure_unexported(array: ArraySpec, state: dict) -> Operation:
+    """Unlinked from every port that exports it (also ports the inventory no longer names), then removed;
+    a port left with no subsystem goes too."""
     sub = state["subsystems"].get(array.nqn)
-    port = state["ports"].get(str(port_id))
     if sub is None:
         return f"{array.nqn} is not exported"
-    if port and array.nqn in port["subsystems"]:
-        yield sh("rm", f"{CONFIGFS}/ports/{port_id}/subsystems/{array.nqn}")
+    linked = sorted((pid for pid, port in state["ports"].items() if array.nqn in port["subsystems"]), key=int)
+    for pid in linked:
+        yield sh("rm", f"{CONFIGFS}/ports/{pid}/subsystems/{array.nqn}")
     for nsid in sorted(sub["namespaces"], key=int):
         yield attr_write(f"{sub_path(array.nqn)}/namespaces/{nsid}/enable", 0)
         yield sh("rmdir", f"{sub_path(array.nqn)}/namespaces/{nsid}")
     for host in sub["allowed_hosts"]:
         yield sh("rm", f"{sub_path(array.nqn)}/allowed_hosts/{host}")
     yield sh("rmdir", sub_path(array.nqn))
-    if port and set(port["subsystems"]) <= {array.nqn}:
-        yield sh("rmdir", f"{CONFIGFS}/ports/{port_id}")
+    for pid in linked:
+        if set(state["ports"][pid]["subsystems"]) <= {array.nqn}:
+            yield sh("rmdir", f"{CONFIGFS}/ports/{pid}")
     used_elsewhere = {h for nqn, other in state["subsystems"].items() if nqn != array.nqn
                       for h in other["allowed_hosts"]}
     for host in sub["allowed_hosts"]:
@@ -157,8 +173,7 @@ class TargetTeardown:
         for array in self.arrays:
             if array.target != host.name or array.name not in self.remove:
                 continue
-            steps.append(run_operation(f"{array.name}: unexport", ensure_unexported(
-                array, facts["nvmet"], naming.port_id(array, self.arrays))))
+            steps.append(run_operation(f"{array.name}: unexport", ensure_unexported(array, facts["nvmet"])))
             if self.wipe:
                 steps.append(run_operation(f"{array.name}: wipe drives", ensure_drives_wiped(array, facts),
                                            destructive=True))

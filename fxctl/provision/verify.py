@@ -65,6 +65,8 @@ def check_array(session, array: ArraySpec) -> list[dict]:
         ("mounted", bool(mount) and mount["fstype"] == "xfs", f"{mount['source']} on {mount['target']}"
          if mount else "not mounted"),
     ]
+    if array.multipath:
+        checks.append(paths_check(array, mine))
     result = session.run(script(_READ, device, READ_MIB), timeout=300)
     bandwidth = parse_read_bandwidth(result.stdout) if result.ok else None
     checks.append(("sequential read", bandwidth is not None,
@@ -72,6 +74,27 @@ def check_array(session, array: ArraySpec) -> list[dict]:
     return [{"array": array.name, "check": name, "ok": ok, "detail": detail,
              **({"read_mb_s": round(bandwidth, 1)} if name == "sequential read" and bandwidth else {})}
             for name, ok, detail in checks]
+
+
+USABLE_ANA = ("optimized", "non-optimized")
+
+
+def paths_check(array: ArraySpec, controllers: list[dict]) -> tuple[str, bool, str]:
+    """Every path of a multipath array has a live controller whose namespaces' ANA states are usable;
+    one that has not is named (the array still works over the others: degraded, not down)."""
+    parts, ok = [], True
+    for index, path in enumerate(array.listen_paths, start=1):
+        found = [c for c in controllers if c["address"].get("traddr") == path.address
+                 and c["address"].get("trsvcid") == str(path.port)]
+        live = [c for c in found if c["state"] == "live"]
+        states = sorted(set((live[0].get("ana") or {}).values())) if live else []
+        usable = bool(live) and len(live[0].get("ana") or {}) == len(array.drives) and \
+            all(s in USABLE_ANA for s in states)
+        ok = ok and usable
+        said = ", ".join(f"{c['name']} {c['state']}" for c in found) or "not connected"
+        ana = f" (ANA {'/'.join(states) or 'none'} on {len(live[0].get('ana') or {})} namespaces)" if live else ""
+        parts.append(f"path {index} {path.label}: {said}{ana}" + ("" if usable else " DEGRADED"))
+    return "paths", ok, "; ".join(parts)
 
 
 def verify_arrays(hosts: list[Host], arrays: tuple[ArraySpec, ...], journal: RunJournal | None) -> list[dict]:
