@@ -72,6 +72,15 @@ def test_interfaces_resolve_from_rdma_links():
     assert named[0].rdma_device == "rxe7"
 
 
+def test_two_soft_roce_ports_of_a_bare_host_get_two_devices():
+    # both ports of a multipath host planned in one pass, no rxe on either yet: each gets a name of its own
+    # (both were named rxe0, and the second `rdma link add rxe0` failed on a fresh lab)
+    specs = [InterfaceSpec("a", netdev="eth1", soft_roce=True), InterfaceSpec("a", netdev="eth2", soft_roce=True)]
+    assert [s.rdma_device for s in resolve_interfaces(specs, [])] == ["rxe0", "rxe1"]
+    one = [{"device": "rxe0", "port": 1, "state": "ACTIVE", "netdev": "eth2"}]
+    assert [s.rdma_device for s in resolve_interfaces(specs, one)] == ["rxe1", "rxe0"]
+
+
 def report(*steps) -> HostReport:
     return HostReport("a", Status.OK, [StepReport(name, Status.OK, reason) for name, reason in steps])
 

@@ -80,6 +80,7 @@ def resolve_interfaces(specs: list[InterfaceSpec], links: list[dict] | None) -> 
     with no device yet gets the name it will be created with."""
     links = links or []
     resolved = []
+    taken = {link["device"] for link in links}   # names on the host, and those given here to earlier interfaces
     for spec in specs:
         if not spec.netdev:
             bound = [link["netdev"] for link in links if link["device"] == spec.rdma_device and link["netdev"]]
@@ -91,9 +92,10 @@ def resolve_interfaces(specs: list[InterfaceSpec], links: list[dict] | None) -> 
             if bound:
                 spec = replace(spec, rdma_device=bound[0])
             elif spec.soft_roce:
-                taken = {link["device"] for link in links}
                 name = next(f"rxe{i}" for i in range(64) if f"rxe{i}" not in taken)
                 spec = replace(spec, rdma_device=name)
+        if spec.rdma_device:
+            taken.add(spec.rdma_device)
         resolved.append(spec)
     return resolved
 
