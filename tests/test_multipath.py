@@ -57,12 +57,13 @@ def controller_line(name: str, address: str, state: str, ana: str = "") -> str:
     return f"{name}\t{NQN}\t{state}\trdma\ttraddr={address},trsvcid=4420\toff\t2\t5\t{ana}\n"
 
 
-def connect_plan(controllers: str, multipath_out: str = MULTIPATH_ON, addresses=None, present=True):
+def connect_plan(controllers: str, multipath_out: str = MULTIPATH_ON, addresses=None, present=True,
+                 discovery: str | None = None):
     inv = inventory()
     recipe, host = ConnectRecipe(inv.arrays), inv.hosts["i1"]
     members = list(layout(inv.arrays[0]).members) if present else []
     facts = {"modules": ["nvme_fabrics", "nvme_rdma"], "controllers": NvmeControllers().parse(controllers),
-             "members": members, "discovery": None, "autoconnect": "enabled",
+             "members": members, "discovery": discovery, "autoconnect": "enabled",
              "options": ["--ctrl-loss-tmo", "--keep-alive-tmo", "--nr-io-queues", "--queue-size",
                          "--reconnect-delay", "--tos", "--fast_io_fail_tmo", "--host-traddr"],
              "multipath": NvmeMultipath().parse(multipath_out),
@@ -127,6 +128,21 @@ def test_a_bare_initiator_connects_each_path_bound_to_its_interface_then_sets_th
     assert "fxctl:kv:path2" in " ".join(lines)
     names = list(steps)
     assert names.index("kv: iopolicy") > names.index("kv: path 2 (10.99.1.1:4420 via eth2): connect")
+
+
+def test_the_autoconnect_lines_of_both_paths_converge():
+    # each path's line is written by its own step, in order; a plan over the file they leave changes nothing
+    # (the first path's line was removed and appended after the second's, so every run rewrote both and
+    # provision failed "not converged" on a real two-path lab)
+    header = "# Used for extracting default parameters for discovery\n"
+    first = connect_plan("", present=False, discovery=header)
+    writes = [s.commands[0] for n, s in first.items() if n.endswith("autoconnect entry")]
+    assert len(writes) == 2
+    printf = writes[-1].parts[0].parts[0].parts[0]      # write_file: printf '%s' CONTENT > tmp && chmod && mv
+    left = printf.parts[2]                              # the file once both steps ran
+    assert left.startswith(header) and left.index("# fxctl:kv\n") < left.index("# fxctl:kv:path2")
+    again = connect_plan("", present=False, discovery=left)
+    assert [n for n, s in again.items() if n.endswith("autoconnect entry") and s.commands] == []
 
 
 def test_one_path_down_is_degraded_named_and_nothing_is_disconnected():

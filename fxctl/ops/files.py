@@ -18,11 +18,16 @@ def ensure_file(path: str, content: str, current: str | None, mode: str = "0644"
 
 
 def with_managed_line(current: str | None, line: str, marker: str) -> str:
-    """The text with the line tagged `marker` replaced by (or appended as) `line`."""
+    """The text with the line tagged `marker` replaced in place by `line` (appended when there is none): other
+    managed lines keep their places, so two markers in one file (an array's paths) converge."""
     tagged = f"{line}  # {marker}"
     lines = [] if current is None else current.splitlines()
-    kept = [entry for entry in lines if not entry.endswith(f"# {marker}")]
-    return "\n".join(kept + [tagged]) + "\n"
+    mine = [i for i, entry in enumerate(lines) if entry.endswith(f"# {marker}")]
+    if not mine:
+        return "\n".join(lines + [tagged]) + "\n"
+    kept = [entry for i, entry in enumerate(lines) if i not in mine[1:]]
+    kept[mine[0]] = tagged
+    return "\n".join(kept) + "\n"
 
 
 def without_managed_line(current: str | None, marker: str) -> str | None:
