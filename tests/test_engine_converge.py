@@ -13,6 +13,7 @@ from fxctl.errors import ExitCode
 from fxctl.facts.files import FileContent
 from fxctl.ops.files import ensure_file, ensure_line
 from fxctl.remote import sh
+from fxctl.remote.journal import RunJournal
 from tests.conftest import host_for
 
 pytestmark = pytest.mark.sshd
@@ -57,9 +58,12 @@ def test_check_apply_reapply(ssh_world, tmp_path):
     assert (tmp_path / "host1.motd").read_text() == "hello host1\n"
     assert (tmp_path / "host1.tab").read_text() == "a b c  # fxctl:test\n"
 
-    again = converge(hosts, recipe)
+    journal = RunJournal(tmp_path.parent / f"{tmp_path.name}-journal" / "journal.jsonl")
+    again = converge(hosts, recipe, journal=journal)
     assert [r.status for r in again] == [Status.OK] * 3
     assert all(s.status == Status.OK and s.reason for r in again for s in r.steps)
+    # a converged host is read once: its two facts, no second reading after an apply that ran nothing
+    assert sorted(e["host"] for e in journal.entries()) == sorted([h.name for h in hosts] * 2)
     assert exit_code_for(converge(hosts, recipe, check=True), check=True) == ExitCode.OK
 
 

@@ -2,7 +2,8 @@
 
 A `Recipe` says, for one host, which facts to read and which steps follow from them. `converge` runs the
 recipe on every host: gather facts, plan, (unless check) apply the plan, then gather facts again and
-plan again: any step still pending after apply is a failure, "not converged".
+plan again: any step still pending after apply is a failure, "not converged". A host whose plan changed
+nothing is not read again: the facts it was planned from are its state.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ def converge_host(session: HostSession, recipe: Recipe, *, check: bool, timeout:
     if any(r.status == Status.FAILED for r in reports):
         failed = next(r for r in reports if r.status == Status.FAILED)
         return HostReport(host.name, Status.FAILED, reports, error=failed.reason)
+    if not any(r.status == Status.CHANGED for r in reports):
+        # nothing ran: the facts just read are the host's state, and they planned nothing (reading them
+        # again cost a converged provision half its commands: 50 of 107 on the lab's initiator)
+        return HostReport(host.name, Status.OK, reports)
     after = recipe.plan(host, gather_facts(session, recipe.facts(host)))
     still = [s for s in after if s.changes]
     if still:
