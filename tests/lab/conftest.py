@@ -1,6 +1,6 @@
 """The QEMU lab for end-to-end tests: one lab for the tests of this package, booted once.
 
-Set FXCTL_LAB_NAME to reuse a lab you keep running (`fxctl lab up --name NAME`): the tests use it and
+Set FXCTL_LAB_NAME to reuse a lab you keep running (`fxctl lab up --name NAME --paths 2`): the tests use it and
 leave it running. Otherwise the first lab test starts its own lab (named pytest<pid>), building the image
 first if the cache has none (about 1-2 minutes), and the lab stops and is removed as soon as the last test
 of this package is done (a package-scoped fixture), not at the end of the session: the guests' QEMU
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fxctl.lab.access import guest_host
 from fxctl.lab.lab import is_running
@@ -35,6 +36,23 @@ def fxctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+# the lab runs with two private links (its multipath drills, test_multipath_lab); the other modules provision
+# the array over the first link only, as a one-path lab would
+LAB_PATHS = "2"
+
+
+def lab_inventory(lab, paths: int = 1) -> dict:
+    """`fxctl lab inventory` as data; with paths=1 each array keeps its first path only (a `listen:`)."""
+    result = fxctl("lab", "inventory", "--name", lab.name)
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(result.stdout)
+    if paths == 1:
+        for array in data["arrays"]:
+            if "paths" in array:
+                array["listen"] = {"address": array.pop("paths")[0]["address"]}
+    return data
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab_stops: stops the lab, so it runs after every other lab test")
 
@@ -48,7 +66,8 @@ REBUILDS_THE_ARRAY = "test_provision_lab.py"
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked lab_stops go after every other test of this package, and still inside it (the lab is
     package-scoped: a lab_stops test moved past the package would boot a second lab); before them, the
-    module that rebuilds the array goes after the others. Other order kept."""
+    module that rebuilds the array goes after the others. Other order kept (under pytest-xdist, one worker runs
+    them all in this order: tests/support/xdist_lab.py)."""
     here = Path(__file__).parent
     inside = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
     if not inside:
@@ -87,7 +106,7 @@ def lab():
     name = reuse or f"pytest{os.getpid()}"
     started_here = not is_running(LabState.load(name))
     if started_here:
-        result = fxctl("lab", "up", "--name", name, timeout=UP_TIMEOUT_S)
+        result = fxctl("lab", "up", "--name", name, "--paths", LAB_PATHS, timeout=UP_TIMEOUT_S)
         assert result.returncode == 0, f"fxctl lab up failed:\n{result.stderr}\n{result.stdout}"
         sys.stderr.write(result.stderr)
     handle = Lab(name, started_here)

@@ -16,7 +16,7 @@ import yaml
 
 from fxctl.remote.command import script, sh
 from tests.ctrl_c import sigint_as_in_a_terminal
-from tests.lab.conftest import REPO, fxctl
+from tests.lab.conftest import REPO, fxctl, lab_inventory
 
 pytestmark = pytest.mark.lab
 PORT = 8177
@@ -26,10 +26,8 @@ START_TIMEOUT = 900
 
 @pytest.fixture(scope="module")
 def inventory(lab, tmp_path_factory):
-    result = fxctl("lab", "inventory", "--name", lab.name)
-    assert result.returncode == 0, result.stderr
     path = tmp_path_factory.mktemp("serve") / "lab.yaml"
-    data = yaml.safe_load(result.stdout)
+    data = lab_inventory(lab)
     data["serve"] = {"hosts": ["initiator1"], "profile": "lab", "engine": "sim", "port": PORT,
                      "l2_size": "512MiB", "l2_dir": "/mnt/kvtier/fxtier"}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
