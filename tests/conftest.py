@@ -13,6 +13,7 @@ import pytest
 from fxctl.inventory.model import Host
 from tests.support.sshd import SUDO_USER, keygen, start_sshd, sudo_user_ready
 from tests.support.strict_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (hooks)
+from tests.support.xdist_lab import pytest_xdist_make_scheduler  # noqa: F401 (hook)
 
 
 @pytest.fixture(scope="session")

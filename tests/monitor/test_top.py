@@ -78,6 +78,8 @@ def test_top_under_tmux_during_bench_serve(tmp_path):
     tmux = need_tool("tmux", "tmux")
     env = {**os.environ, "FXCTL_SERVE_STATE": str(tmp_path / "state"), "TERM": "xterm-256color"}
     env.pop("FXCTL_INVENTORY", None)
+    for name in ("COLUMNS", "LINES"):   # pytest-xdist's workers set 80x24; rich would believe them, not the pane
+        env.pop(name, None)
     port = free_port()
 
     def fx(*args, timeout=180):
