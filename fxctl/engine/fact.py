@@ -31,10 +31,12 @@ class Fact:
 
 
 def gather_facts(session, facts: dict[str, Fact], timeout: float = 60) -> dict[str, Any]:
-    """Run every fact on the host and parse it; FactError names the host, fact and output tail."""
+    """Run every fact on the host and parse it; FactError names the host, fact and output tail. The facts
+    go to the host together (fxctl.engine.fact_batch: one command per sudo setting, not one per fact)."""
     values: dict[str, Any] = {}
+    results = read_facts(session, facts, timeout)
     for name, fact in facts.items():
-        result = session.run(fact.command(), timeout=timeout, sudo=fact.sudo)
+        result = results[name]
         if result.exit_code not in fact.ok_codes:
             raise FactError(f"{session.host.name}: reading fact {name} failed: {result.describe_failure()}")
         try:
@@ -44,3 +46,17 @@ def gather_facts(session, facts: dict[str, Fact], timeout: float = 60) -> dict[s
                             "this host's tool prints a format fxctl does not know; please report it "
                             "with the output in the run journal") from None
     return values
+
+
+def read_facts(session, facts: dict[str, Fact], timeout: float) -> dict[str, Any]:
+    """Each fact's RunResult; facts that share a sudo setting are sent as one batch."""
+    from fxctl.engine.fact_batch import run_batch
+
+    groups: dict[bool | None, list[str]] = {}
+    for name, fact in facts.items():
+        groups.setdefault(fact.sudo, []).append(name)
+    results = {}
+    for sudo, names in groups.items():
+        answers = run_batch(session, [facts[n].command() for n in names], timeout, sudo)
+        results.update(zip(names, answers))
+    return results

@@ -81,8 +81,9 @@ class HostSession:
         return as_sent(command, self.host, sudo)
 
     def run(self, command: Command, *, timeout: float | None = None, check: bool = False,
-            sudo: bool | None = None, stdin: str | None = None) -> RunResult:
-        """Run a command; the result carries exit code and output. `check=True` raises on failure."""
+            sudo: bool | None = None, stdin: str | None = None, record: bool = True) -> RunResult:
+        """Run a command; the result carries exit code and output. `check=True` raises on failure.
+        `record=False`: the caller journals what it ran (a batch of facts records each fact)."""
         if not isinstance(command, Command):
             raise TypeError("HostSession.run takes a Command built with fxctl.remote.sh(...)")
         sent = self.wrap(command, sudo)
@@ -98,7 +99,7 @@ class HostSession:
         except (paramiko.SSHException, socket.error, EOFError) as exc:
             raise RemoteError(f"{self.host.name}: connection lost running `{command.masked()}`: {exc}") from None
         result = RunResult(self.host.name, sent.masked(), code, out, err, time.monotonic() - start, timed_out)
-        if self.journal:
+        if self.journal and record:
             secrets = command.secrets()
             self.journal.record(host=self.host.name, command=result.command, exit_code=code,
                                 duration_s=round(result.duration_s, 3), timed_out=timed_out,

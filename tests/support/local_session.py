@@ -19,7 +19,7 @@ class LocalSession:
         self.sent: list[str] = []
 
     def run(self, command: Command, *, timeout: float | None = None, check: bool = False,
-            sudo: bool | None = None, stdin: str | None = None) -> RunResult:
+            sudo: bool | None = None, stdin: str | None = None, record: bool = True) -> RunResult:
         self.sent.append(command.masked())
         start = time.monotonic()
         try:
