@@ -191,3 +191,18 @@ def test_perftest_45_output_with_bare_keys_values_and_trailing_commas(repo_root)
     assert data["results"] == {"MsgSize": 1048576, "n_iterations": 15, "BW_peak": 0.0, "BW_average": 0.040606,
                                "MsgRate": 0.000005}
     assert data["test_info"]["test"] == "RDMA_Write_BW_Test" and data["test_info"]["TX_depth"] == 128
+
+
+def test_traffic_runs_over_each_interface_of_the_hosts(monkeypatch):
+    # a multipath host has two RoCE ports: the ping-pong runs over the first of each host, then the second
+    from fxctl.net import verify
+
+    seen = []
+    monkeypatch.setattr(verify, "pingpong", lambda inventory, rows, journal: seen.append(
+        {h: r["port"] for h, r in rows.items()}) or "")
+    rows = {"a": [{"port": "rxe0/1"}, {"port": "rxe1/1"}], "b": [{"port": "rxe0/1"}, {"port": "rxe1/1"}]}
+    note = verify.traffic_over_each_link(None, rows, None)
+    assert seen == [{"a": "rxe0/1", "b": "rxe0/1"}, {"a": "rxe1/1", "b": "rxe1/1"}]
+    assert note.count("ibv_rc_pingpong") == 2 and note.endswith("(interface 2)")
+    monkeypatch.setattr(verify, "pingpong", lambda *args: "traffic failed on b: boom")
+    assert "traffic failed on b: boom" in verify.traffic_over_each_link(None, rows, None)

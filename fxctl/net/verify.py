@@ -133,7 +133,7 @@ def verify(inventory: Inventory, *, hosts: list[str] | None = None, traffic: boo
     chosen = network_hosts(inventory, hosts)
     before = run_on_hosts(chosen, run_probe, journal=journal)
     rows, problems, probes = [], [], set()
-    first_row: dict[str, dict] = {}
+    per_host: dict[str, list[dict]] = {}   # each host's interface rows, in the inventory's order
     for host in chosen:
         outcome = before[host.name]
         if not outcome.ok:
@@ -147,22 +147,33 @@ def verify(inventory: Inventory, *, hosts: list[str] | None = None, traffic: boo
             row = check_interface(host.name, spec, outcome.value["ports"], network.mtu)
             row["address"] = spec.address.split("/")[0] if spec.address else None
             rows.append(row)
-            first_row.setdefault(host.name, row)
+            per_host.setdefault(host.name, []).append(row)
             if not row["ok"]:
                 problems.append(f"{host.name} {row['port']}: {row['detail']}")
-    traffic_note = "traffic not asked" if not traffic else pingpong(inventory, first_row, journal)
-    if traffic and traffic_note.startswith("traffic failed"):
+    traffic_note = traffic_over_each_link(inventory, per_host, journal) if traffic else "traffic not asked"
+    if traffic and "traffic failed" in traffic_note:
         problems.append(traffic_note)
     time.sleep(0.2)
-    after = run_on_hosts([inventory.hosts[h] for h in first_row], run_probe, journal=journal)
+    after = run_on_hosts([inventory.hosts[h] for h in per_host], run_probe, journal=journal)
     counters = []
-    for host, row in first_row.items():
+    for host, row in ((h, r) for h, host_rows in per_host.items() for r in host_rows):
         if not row["device"] or not after[host].ok:
             continue
         def counters_of(fact, port=row["port"]):
             return next((p["counters"] for p in fact.value["ports"] if f"{p['device']}/{p['port']}" == port), {})
         old, new = counters_of(before[host]), counters_of(after[host])
         counters += counter_rows(host, row["port"], old, new)
-    return {"ok": not problems, "probe": ", ".join(sorted(probes)) or "none", "traffic": traffic_note or
-            f"ibv_rc_pingpong {PINGPONG_ITERS} x {PINGPONG_SIZE} B", "ports": rows, "counters": counters,
-            "problems": problems}
+    return {"ok": not problems, "probe": ", ".join(sorted(probes)) or "none", "traffic": traffic_note,
+            "ports": rows, "counters": counters, "problems": problems}
+
+
+def traffic_over_each_link(inventory: Inventory, per_host: dict[str, list[dict]],
+                           journal: RunJournal | None) -> str:
+    """A ping-pong over each interface in turn (the first of each host, then the second ...: a multipath
+    array's two RoCE ports are both tested), between the first two hosts whose port is verified."""
+    notes = []
+    for k in range(max((len(r) for r in per_host.values()), default=0)):
+        note = pingpong(inventory, {h: r[k] for h, r in per_host.items() if len(r) > k}, journal)
+        notes.append(note or f"ibv_rc_pingpong {PINGPONG_ITERS} x {PINGPONG_SIZE} B"
+                     + (f" (interface {k + 1})" if k else ""))
+    return "; ".join(notes) or "traffic skipped: no interface to test"

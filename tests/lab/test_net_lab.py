@@ -133,19 +133,20 @@ def test_verify_finds_active_ports_and_the_roce_v2_gid(lab, inventory):
     code, data, raw = net(inventory, "verify", timeout=300)
     assert code == 0, raw.stdout + raw.stderr
     assert data["probe"] == "pyverbs"
-    addresses = {g.name: g.links[0].address.split("/")[0] for g in lab.guests()}
-    for guest in lab.guests():
-        port = next(p for p in data["ports"] if p["host"] == guest.name)
-        assert (port["state"], port["active_mtu"], port["link_layer"], port["netdev"]) == \
-            ("ACTIVE", 4096, "Ethernet", "eth1")
-        assert gid_matches(port["gid"], addresses[guest.name]), port
-        on_host = on(lab, guest, 'cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$2"',
-                     port["device"], port["gid_index"])
-        assert on_host == "RoCE v2"
-    assert data["traffic"].startswith("ibv_rc_pingpong"), data["traffic"]
-    moved = {(c["host"], c["counter"]) for c in data["counters"] if c["delta"] > 0}
-    for guest in lab.guests():
-        assert (guest.name, "sent_pkts") in moved and (guest.name, "rcvd_pkts") in moved
+    for guest in lab.guests():   # every private link (the lab has two: both RoCE ports of a multipath host)
+        for link in guest.links:
+            port = next(p for p in data["ports"] if p["host"] == guest.name and p["netdev"] == link.netdev)
+            assert (port["state"], port["active_mtu"], port["link_layer"]) == ("ACTIVE", 4096, "Ethernet"), port
+            assert gid_matches(port["gid"], link.address.split("/")[0]), port
+            on_host = on(lab, guest, 'cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$2"',
+                         port["device"], port["gid_index"])
+            assert on_host == "RoCE v2"
+    links = len(lab.guests()[0].links)
+    assert data["traffic"].startswith("ibv_rc_pingpong") and data["traffic"].count("ibv_rc_pingpong") == links, \
+        data["traffic"]
+    moved = {(c["host"], c["port"], c["counter"]) for c in data["counters"] if c["delta"] > 0}
+    for port in data["ports"]:   # traffic went over each port
+        assert {(port["host"], port["port"], "sent_pkts"), (port["host"], port["port"], "rcvd_pkts")} <= moved, port
     table = fxctl("-i", str(inventory), "net", "verify", timeout=300)
     assert table.returncode == 0 and "ACTIVE" in table.stdout and "4096" in table.stdout
 
