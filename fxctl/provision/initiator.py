@@ -127,7 +127,6 @@ class ConnectRecipe:
             steps.append(run_operation(f"enable {AUTOCONNECT}", ensure_unit_enabled(AUTOCONNECT, facts["autoconnect"])))
         return steps
 
-
     @staticmethod
     def iopolicy(array: ArraySpec, found: dict):
         policy, why = multipath.iopolicy_for(array.connect.iopolicy, found.get("kernel", ""))
