@@ -32,7 +32,7 @@ from tabulate import tabulate
 from fxctl.loadgen import cold_restart
 from fxctl.loadgen.generator import LoadSpec
 from fxctl.loadgen.generator import run as run_load
-from fxctl.loadgen.workloads import WorkloadSpec
+from fxctl.loadgen.workloads import WorkloadSpec, completion_head
 from fxctl.serve import deploy
 from fxctl.serve.render import plan_instances
 from fxctl.serve.replica_metrics import parse_counters, sum_by_name
@@ -65,15 +65,16 @@ def snapshot(engine: str, tier: str | None) -> dict[str, float]:
     return values
 
 
-def warm_up(engine: str, tokens: int, vocab: int) -> float:
+def warm_up(engine: str, tokens: int, vocab: int, extra: dict | None = None) -> float:
     """One completion of `tokens` prompt tokens and one output token, seconds. A few tokens: no whole chunk
     for LMCache to store or find; a long one (other tokens than the measured prompts'): the engine's whole
     prefill path, a miss in the tier and a store."""
     prompt: str | list[int] = "warm up"
+    extra = extra or {}
     if tokens > 8:
         draw = random.Random(20261207)
         prompt = [draw.randrange(100, vocab) for _ in range(tokens)]
-    body = json.dumps({"model": models(engine)[0], "prompt": prompt, "max_tokens": 1}).encode()
+    body = json.dumps({"model": models(engine)[0], "prompt": prompt, "max_tokens": 1, **extra}).encode()
     started = time.perf_counter()
     request = urllib.request.Request(f"{engine}/v1/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=300) as answer:
@@ -89,7 +90,8 @@ def models(engine: str) -> list[str]:
 def measure(spec: cold_restart.ColdRestartSpec, variant: str) -> dict:
     """`variant`: fxctl, fs or floor as the cold-restart bench deploys them; a `-warm` suffix sends one short
     request after the restart, before the measured prompts (what a warm-up at start-up would do), `-warmlong`
-    one of the prompts' length with other tokens."""
+    one of the prompts' length with other tokens, `-warmlike` a short one asking what the measured requests
+    ask (their output tokens, logprobs)."""
     base, _, warm = variant.partition("-")
     settings = cold_restart.deployment_settings(spec, base)
     settings = replace(settings, name=f"bd-{variant}")
@@ -104,18 +106,19 @@ def measure(spec: cold_restart.ColdRestartSpec, variant: str) -> dict:
     engine = f"http://127.0.0.1:{next(p for p in plans if p.role == Role.ENGINE).port}"
     before: dict[str, float] = {}
     restart = cold_restart.restart(settings, spec.ready_timeout_s)
+    workload = WorkloadSpec("cold-recovery", spec.prompt_tokens, spec.prompt_tokens, 0.0, spec.output_tokens,
+                            vocab=cold_restart.model_vocab(spec.model), logprobs=True)
 
     def evict() -> dict:
         done = cold_restart.keep_everything() if base == "floor" else restart()
         if warm:
             long = spec.prompt_tokens if warm == "warmlong" else 2
-            done["warm_up_s"] = warm_up(engine, long, cold_restart.model_vocab(spec.model) or 1000)
+            like = completion_head(workload, None) if warm == "warmlike" else None   # stream, logprobs, ...
+            done["warm_up_s"] = warm_up(engine, long, cold_restart.model_vocab(spec.model) or 1000, like)
         before.update(snapshot(engine, tier))   # after the restart: the counters of the new processes
         return done
 
     try:
-        workload = WorkloadSpec("cold-recovery", spec.prompt_tokens, spec.prompt_tokens, 0.0, spec.output_tokens,
-                                vocab=cold_restart.model_vocab(spec.model), logprobs=True)
         result = run_load(LoadSpec(engine, workload, concurrency=1, requests=spec.prompts,
                                    nonce=cold_restart.NONCE, time_limit_s=1800.0, evict=evict))
         after = snapshot(engine, tier)
