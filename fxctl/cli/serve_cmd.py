@@ -142,6 +142,8 @@ def render_start(app, outcomes) -> None:
                 for o in outcomes.values() if o.value for i in o.value.instances]
         if rows:
             click.echo(table(rows, ["host", "instance", "port", "run as", "models", "tier"]))
+        for i in (i for o in outcomes.values() if o.value for i in o.value.instances if i.warm_up):
+            click.echo(f"{i.host} {i.unit}: {i.warm_up}")
         for o in outcomes.values():
             if o.value and o.value.endpoint:
                 click.echo(f"\nendpoint: {o.value.endpoint}  (the router: send requests here)")
