@@ -114,7 +114,7 @@ def measure(spec: cold_restart.ColdRestartSpec, variant: str) -> dict:
         if warm:
             long = spec.prompt_tokens if warm == "warmlong" else 2
             like = completion_head(workload, None) if warm == "warmlike" else None   # stream, logprobs, ...
-            done["warm_up_s"] = warm_up(engine, long, cold_restart.model_vocab(spec.model) or 1000, like)
+            done["warm_up_s"] = warm_up(engine, long, workload.vocab or 1000, like)
         before.update(snapshot(engine, tier))   # after the restart: the counters of the new processes
         return done
 

@@ -46,13 +46,11 @@ for path in sys.argv[2:]:
 print(json.dumps(out))
 """
 
-# Runs on the host: one streamed completion asked as clients ask (16 output tokens, logprobs, greedy), its
-# seconds or its error as one JSON line. argv: base URL, model, timeout.
+# Runs on the host: POST the JSON body argv[2] to argv[1]/v1/completions, print its seconds or its error as
+# one JSON line. argv: base URL, body, timeout.
 WARM_UP = r"""
 import json, sys, time, urllib.request
-body = {"model": sys.argv[2], "prompt": "fxctl warm-up", "max_tokens": 16, "min_tokens": 16, "ignore_eos": True,
-        "temperature": 0, "logprobs": 1, "stream": True}
-request = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(body).encode(),
+request = urllib.request.Request(sys.argv[1] + "/v1/completions", sys.argv[2].encode(),
                                  {"Content-Type": "application/json"})
 started = time.monotonic()
 try:
@@ -63,6 +61,9 @@ except Exception as e:
     print(json.dumps({"error": type(e).__name__ + ": " + str(e)[:200]}))
 """
 WARM_UP_TOKENS = 16
+# asked as clients ask: streamed, greedy, logprobs, exactly WARM_UP_TOKENS output tokens
+WARM_UP_BODY = {"prompt": "fxctl warm-up", "max_tokens": WARM_UP_TOKENS, "min_tokens": WARM_UP_TOKENS,
+                "ignore_eos": True, "temperature": 0, "logprobs": 1, "stream": True}
 
 
 @dataclass
@@ -246,7 +247,8 @@ def warm_up(machine, plan: InstancePlan, model: str, timeout_s: float) -> str:
     start's output; a failed warm-up does not fail the start (the engine answered /health)."""
     if plan.role != Role.ENGINE or plan.engine != "vllm":
         return ""
-    res = machine.run(sh("python3", "-c", WARM_UP, f"http://127.0.0.1:{plan.port}", model, f"{timeout_s:g}"),
+    body = json.dumps({"model": model, **WARM_UP_BODY})
+    res = machine.run(sh("python3", "-c", WARM_UP, f"http://127.0.0.1:{plan.port}", body, f"{timeout_s:g}"),
                       timeout=timeout_s + 30)
     try:
         answer = json.loads(res.stdout.strip().splitlines()[-1])
