@@ -98,3 +98,17 @@ def test_over_ssh_the_same_answers(ssh_world):
         batched = run_batch(session, commands, 10, None)
         alone = [session.run(c, timeout=10) for c in commands]
     assert [(r.exit_code, r.stdout, r.stderr) for r in batched] == [(r.exit_code, r.stdout, r.stderr) for r in alone]
+
+
+def test_this_machine_reads_facts_as_a_host_does_and_journals_each(tmp_path):
+    """One machine protocol (fxctl.remote.machine): the engine's facts run on LocalMachine as over SSH."""
+    from fxctl.facts.files import FileContent
+    from fxctl.remote.machine import LocalMachine
+
+    (tmp_path / "a").write_text("here\n")
+    machine = LocalMachine(RunJournal(tmp_path / "journal.jsonl"))
+    facts = gather_facts(machine, {"a": FileContent(str(tmp_path / "a")), "b": FileContent(str(tmp_path / "b"))})
+    assert facts == {"a": "here\n", "b": None}
+    entries = machine.journal.entries()
+    assert [(e["host"], e["batched"]) for e in entries] == [("local", 2), ("local", 2)]
+    assert entries[0]["command"].endswith(str(tmp_path / "a"))

@@ -31,8 +31,8 @@ Does nothing when the env there was made by the same recipe. Takes a few minutes
 @click.pass_obj
 def install_env_command(app, venv, python):
     from fxctl.paths import serving_env_dir
+    from fxctl.remote.machine import LocalMachine
     from fxctl.serve.cpu_env import ServingEnv, ensure_env
-    from fxctl.serve.machine import LocalMachine
     from fxctl.serve.wheel import build_wheel, checkout
 
     if venv is not None and not venv.startswith("/"):

@@ -76,7 +76,7 @@ def apply_steps(session: HostSession, steps: list[Step], timeout: float,
             reports.append(StepReport(step.name, Status.OK, step.reason))
             continue
         if progress:
-            progress(session.host.name, step.name)
+            progress(session.name, step.name)
         start = time.monotonic()
         report = StepReport(step.name, Status.CHANGED, commands=[c.masked() for c in step.commands])
         for command in step.commands:

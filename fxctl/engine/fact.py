@@ -30,25 +30,26 @@ class Fact:
         return f"{type(self).__name__}({fields})"
 
 
-def gather_facts(session, facts: dict[str, Fact], timeout: float = 60) -> dict[str, Any]:
-    """Run every fact on the host and parse it; FactError names the host, fact and output tail. The facts
-    go to the host together (fxctl.engine.fact_batch: one command per sudo setting, not one per fact)."""
+def gather_facts(machine, facts: dict[str, Fact], timeout: float = 60) -> dict[str, Any]:
+    """Run every fact on the machine (fxctl.remote.machine: a host over SSH or this one) and parse it;
+    FactError names the host, fact and output tail. The facts go to the host together
+    (fxctl.engine.fact_batch: one command per sudo setting, not one per fact)."""
     values: dict[str, Any] = {}
-    results = read_facts(session, facts, timeout)
+    results = read_facts(machine, facts, timeout)
     for name, fact in facts.items():
         result = results[name]
         if result.exit_code not in fact.ok_codes:
-            raise FactError(f"{session.host.name}: reading fact {name} failed: {result.describe_failure()}")
+            raise FactError(f"{machine.name}: reading fact {name} failed: {result.describe_failure()}")
         try:
             values[name] = fact.parse(result.stdout, result.exit_code)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise FactError(f"{session.host.name}: cannot parse fact {name} ({type(fact).__name__}): {exc}",
+            raise FactError(f"{machine.name}: cannot parse fact {name} ({type(fact).__name__}): {exc}",
                             "this host's tool prints a format fxctl does not know; please report it "
                             "with the output in the run journal") from None
     return values
 
 
-def read_facts(session, facts: dict[str, Fact], timeout: float) -> dict[str, Any]:
+def read_facts(machine, facts: dict[str, Fact], timeout: float) -> dict[str, Any]:
     """Each fact's RunResult; facts that share a sudo setting are sent as one batch."""
     from fxctl.engine.fact_batch import run_batch
 
@@ -57,6 +58,6 @@ def read_facts(session, facts: dict[str, Fact], timeout: float) -> dict[str, Any
         groups.setdefault(fact.sudo, []).append(name)
     results = {}
     for sudo, names in groups.items():
-        answers = run_batch(session, [facts[n].command() for n in names], timeout, sudo)
+        answers = run_batch(machine, [facts[n].command() for n in names], timeout, sudo)
         results.update(zip(names, answers))
     return results

@@ -49,21 +49,21 @@ def parse_batch(stdout: str, count: int) -> list[tuple[int, str, str]] | None:
     return found if len(found) == count else None
 
 
-def run_batch(session, commands: list[Command], timeout: float, sudo: bool | None) -> list[RunResult]:
+def run_batch(machine, commands: list[Command], timeout: float, sudo: bool | None) -> list[RunResult]:
     """Every command's RunResult; one command alone is run as it is. A batch that did not report back
     (no mktemp, base64 or timeout on the host) is run again one command at a time."""
     if len(commands) == 1:
-        return [session.run(commands[0], timeout=timeout, sudo=sudo)]
+        return [machine.run(commands[0], timeout=timeout, sudo=sudo)]
     started = time.monotonic()
     sent = batch_command(commands, timeout)
-    whole = session.run(sent, timeout=timeout * len(commands), sudo=sudo, record=False)
+    whole = machine.run(sent, timeout=timeout * len(commands), sudo=sudo, record=False)
     answers = parse_batch(whole.stdout, len(commands)) if not whole.timed_out else None
     if answers is None:
-        return [session.run(c, timeout=timeout, sudo=sudo) for c in commands]
+        return [machine.run(c, timeout=timeout, sudo=sudo) for c in commands]
     each = (time.monotonic() - started) / len(commands)
     results = [RunResult(whole.host, c.masked(), code, out, err, each, code == TIMED_OUT)
                for c, (code, out, err) in zip(commands, answers)]
-    journal = getattr(session, "journal", None)
+    journal = getattr(machine, "journal", None)
     if journal:
         for command, result in zip(commands, results):
             secrets = command.secrets()

@@ -15,7 +15,7 @@ import paramiko
 
 from fxctl.errors import HostKeyRefused, RemoteError
 from fxctl.inventory.model import Host
-from fxctl.remote.command import AsArgument, Command, mask_secrets, sh
+from fxctl.remote.command import AsArgument, Command, mask_secrets, sh, write_file
 from fxctl.remote.hostkeys import configure_client, fingerprint, known_hosts_name, known_hosts_path
 from fxctl.remote.journal import RunJournal
 
@@ -70,6 +70,10 @@ class HostSession:
         self.host = host
         self.connection = connection
         self.journal = journal
+
+    @property
+    def name(self) -> str:
+        return self.host.name
 
     def __enter__(self) -> "HostSession":
         return self
@@ -127,6 +131,16 @@ class HostSession:
             self.run(install, check=True, sudo=True)
         elif mode:
             self.run(sh("chmod", mode, remote), check=True)
+
+    def write_text(self, path: str, text: str, mode: str = "0644") -> None:
+        """Write a file (its folder made first), as fxctl.remote.machine.Machine asks."""
+        parent = path.rsplit("/", 1)[0] or "/"
+        self.run(sh("mkdir", "-p", parent).then(write_file(path, text, mode)), check=True)
+
+    def upload(self, local: str | os.PathLike, remote: str) -> None:
+        """`put` into a folder made first, as fxctl.remote.machine.Machine asks."""
+        self.run(sh("mkdir", "-p", remote.rsplit("/", 1)[0] or "/"), check=True)
+        self.put(local, remote)
 
     def close(self) -> None:
         self.connection.close()

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from fxctl.errors import BadInput, FxError
+from fxctl.remote.machine import LOCAL, LocalMachine
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster, router, wheel
-from fxctl.serve.machine import LOCAL, LocalMachine
 from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, plan_instances
 from fxctl.serve.roles import RAY, Role

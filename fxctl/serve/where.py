@@ -3,15 +3,14 @@ and the defaults that follow from that choice (state folder, where L2 lives)."""
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fxctl.errors import BadInput, FxError
+from fxctl.errors import BadInput
 from fxctl.inventory.model import Host
 from fxctl.remote.journal import RunJournal
-from fxctl.remote.pool import HostOutcome, run_on_hosts
-from fxctl.serve.machine import LOCAL, LocalMachine, RemoteMachine
+from fxctl.remote.machine import Machine
+from fxctl.remote.pool import HostOutcome, run_here, run_on_hosts
 
 
 @dataclass
@@ -29,18 +28,12 @@ class Where:
     def local(self) -> bool:
         return not self.hosts
 
-    def each(self, work: Callable[[object], object]) -> dict[str, HostOutcome]:
-        """work(machine) on each place, every host's outcome kept; each command goes to the journal."""
-        journal = self.journal
+    def each(self, work: Callable[[Machine], object]) -> dict[str, HostOutcome]:
+        """work(machine) on each place, every host's outcome kept alike, here or over SSH; each command goes
+        to the journal."""
         if self.local:
-            try:
-                return {LOCAL: HostOutcome(LOCAL, True, value=work(LocalMachine(journal)))}
-            except FxError as exc:
-                return {LOCAL: HostOutcome(LOCAL, False, value=exc.partial, error=exc.message, hint=exc.hint)}
-            except Exception as exc:  # as run_on_hosts does for a remote host: a bug is this place's failure
-                return {LOCAL: HostOutcome(LOCAL, False, error=f"internal error: {exc!r}",
-                                           hint=traceback.format_exc(limit=3).strip().splitlines()[-1])}
-        return run_on_hosts(self.hosts, lambda session: work(RemoteMachine(session)), journal=journal)
+            return run_here(work, journal=self.journal)
+        return run_on_hosts(self.hosts, work, journal=self.journal)
 
     def router_place(self) -> Where:
         """Where the deployment's router runs: serve.router.host, else the first serving host (or here)."""

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from fxctl.errors import FxError
+from fxctl.remote.machine import LocalMachine
 from fxctl.serve.cpu_env import STAMP, ServingEnv, ensure_env
-from fxctl.serve.machine import LocalMachine
 
 
 def test_a_folder_that_is_not_a_venv_is_refused_and_kept(tmp_path):

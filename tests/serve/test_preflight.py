@@ -67,7 +67,7 @@ def test_vllm_preflight_on_a_plain_disk_names_host_check_and_fix(tmp_path):
 
 def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_path):
     """Issue 14.4: an in-process tier left by an older fxctl is neither used silently nor touched."""
-    from fxctl.serve.machine import LocalMachine
+    from fxctl.remote.machine import LocalMachine
     from fxctl.serve.preflight import Preflight, check_migration
     from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile

@@ -167,8 +167,8 @@ def test_stop_ends_vllm_then_workers_then_the_head(tmp_path, monkeypatch):
     one phase, the worker node in the next, the head last."""
     import json as _json
 
+    from fxctl.remote.machine import LOCAL
     from fxctl.serve import deploy
-    from fxctl.serve.machine import LOCAL
     from fxctl.serve.where import Where
 
     chosen = settings("cpu-tiny", 2, 1, state_dir=str(tmp_path))

@@ -234,9 +234,9 @@ def test_each_vllm_process_counts_its_metrics_in_a_directory_of_its_own_emptied_
     import os
     import time
 
+    from fxctl.remote.machine import LocalMachine
     from fxctl.serve import launch
     from fxctl.serve.launch import instance_alive, start_instance, stop_instance
-    from fxctl.serve.machine import LocalMachine
 
     settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp4x2"), engine="vllm", l2_dir=str(tmp_path / "l2"),
                              python="/opt/vllm/bin/python3", state_dir=str(tmp_path / "state"))

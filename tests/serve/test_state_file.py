@@ -8,9 +8,9 @@ import json
 import pytest
 
 from fxctl.errors import FxError
+from fxctl.remote.machine import LocalMachine
 from fxctl.serve import launch
 from fxctl.serve.launch import STATE_SCHEMA, saved_plans, start_instance, stop_instance
-from fxctl.serve.machine import LocalMachine
 from fxctl.serve.render import plan_instances
 from fxctl.serve.roles import Role
 from fxctl.serve.settings import settings_from

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from fxctl.remote.machine import LocalMachine
 from fxctl.serve import launch
-from fxctl.serve.machine import LocalMachine
 from fxctl.serve.render import plan_instances
 from fxctl.serve.settings import settings_from
 from fxctl.sim.profile import load_profile

@@ -16,6 +16,7 @@ from fxctl.remote.session import RunResult
 class LocalSession:
     def __init__(self, name: str):
         self.host = SimpleNamespace(name=name)
+        self.name = name
         self.sent: list[str] = []
 
     def run(self, command: Command, *, timeout: float | None = None, check: bool = False,

@@ -1,6 +1,8 @@
-"""Where serving runs: this machine or a host over SSH, behind one small interface (run, write, upload).
+"""Where commands run: one protocol for this machine and for a host over SSH.
 
-Both run the same quoted `Command`s, so the local path exercises exactly what runs on a remote host.
+`Machine` is what the engine (facts, operations, apply) and serve need of a place: its name, `run` of a quoted
+`Command`, `write_text` and `upload`. `HostSession` (fxctl.remote.session) is a host over SSH; `LocalMachine`
+is this machine, so the local path runs exactly the commands a remote host would get, journalled the same way.
 """
 
 from __future__ import annotations
@@ -10,12 +12,29 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Protocol
 
-from fxctl.remote.command import Command, mask_secrets, sh, write_file
+from fxctl.remote.command import Command, mask_secrets
 from fxctl.remote.journal import RunJournal
-from fxctl.remote.session import HostSession, RunResult, tail
+from fxctl.remote.session import CommandFailed, RunResult, tail
 
 LOCAL = "local"
+
+
+class Machine(Protocol):
+    """A place commands run on: this machine (LocalMachine) or a host over SSH (HostSession)."""
+
+    name: str
+    journal: RunJournal | None
+
+    def run(self, command: Command, *, timeout: float | None = ..., check: bool = False,
+            sudo: bool | None = None, stdin: str | None = None, record: bool = True) -> RunResult: ...
+
+    def write_text(self, path: str, text: str, mode: str = "0644") -> None: ...
+
+    def upload(self, local: Path, remote: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class LocalMachine:
@@ -27,25 +46,27 @@ class LocalMachine:
     def __init__(self, journal: RunJournal | None = None):
         self.journal = journal
 
-    def run(self, command: Command, *, timeout: float | None = 60, check: bool = False) -> RunResult:
+    def run(self, command: Command, *, timeout: float | None = 60, check: bool = False,
+            sudo: bool | None = None, stdin: str | None = None, record: bool = True) -> RunResult:
+        """As HostSession.run; `sudo` is not used here (this machine runs as the user who runs fxctl)."""
         start = time.monotonic()
         try:
+            feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
             done = subprocess.run(["sh", "-c", command.render()], capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+                                  timeout=timeout, **feed)
             code, out, err, timed_out = done.returncode, done.stdout, done.stderr, False
         except subprocess.TimeoutExpired as exc:
             code, timed_out = 124, True
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err = f"(timed out after {timeout}s)"
         result = RunResult(LOCAL, command.masked(), code, out, err, time.monotonic() - start, timed_out)
-        if self.journal:
+        if self.journal and record:
             secrets = command.secrets()
             self.journal.record(host=LOCAL, command=result.command, exit_code=code,
                                 duration_s=round(result.duration_s, 3), timed_out=timed_out,
                                 stdout_tail=mask_secrets(tail(out), secrets),
                                 stderr_tail=mask_secrets(tail(err), secrets))
         if check and not result.ok:
-            from fxctl.remote.session import CommandFailed
             raise CommandFailed(result)
         return result
 
@@ -64,25 +85,3 @@ class LocalMachine:
 
     def close(self) -> None:
         pass
-
-
-class RemoteMachine:
-    """A host over SSH (fxctl.remote): host key verified, sudo when the inventory says so."""
-
-    def __init__(self, session: HostSession):
-        self.session = session
-        self.name = session.host.name
-
-    def run(self, command: Command, *, timeout: float | None = 60, check: bool = False) -> RunResult:
-        return self.session.run(command, timeout=timeout, check=check)
-
-    def write_text(self, path: str, text: str, mode: str = "0644") -> None:
-        parent = path.rsplit("/", 1)[0] or "/"
-        self.run(sh("mkdir", "-p", parent).then(write_file(path, text, mode)), check=True)
-
-    def upload(self, local: Path, remote: str) -> None:
-        self.run(sh("mkdir", "-p", remote.rsplit("/", 1)[0] or "/"), check=True)
-        self.session.put(local, remote)
-
-    def close(self) -> None:
-        self.session.close()
