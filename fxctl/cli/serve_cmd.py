@@ -6,6 +6,7 @@ import click
 from click.core import ParameterSource
 
 from fxctl.cli.serve_options import name_option, resolve_where, start_options, where_options
+from fxctl.engine.apply import Status
 from fxctl.errors import BadInput, ExitCode
 from fxctl.output import emit, table
 
@@ -100,7 +101,8 @@ def host_entry(o) -> dict:
 
 def echo_checks(outcomes) -> None:
     """The pre-flight's checks of every host as one table (nothing when there are none)."""
-    rows = [(c.host, c.check, c.status, c.detail + (f" (fix: {c.fix})" if c.fix and c.status != "ok" else ""))
+    rows = [(c.host, c.check, c.status.value,
+             c.detail + (f" (fix: {c.fix})" if c.fix and c.status != Status.OK else ""))
             for o in outcomes.values() if o.value for c in o.value.checks]
     if rows:
         click.echo(table(rows, ["host", "check", "result", "detail"]))
@@ -113,7 +115,7 @@ def render_check(app, outcomes, plans, line: str, journal) -> None:
     from fxctl.serve.render import DryRun
 
     failed = {host for host, o in outcomes.items()
-              if not o.ok or any(c.status == "failed" for c in o.value.checks)}
+              if not o.ok or any(c.status == Status.FAILED for c in o.value.checks)}
     data = {"check": True, "journal": str(journal.path), "would_fail": sorted(failed),
             "hosts": {host: host_entry(o) for host, o in outcomes.items()},
             "instances": [p.to_dict() for p in plans]}

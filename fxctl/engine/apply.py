@@ -24,10 +24,11 @@ from fxctl.remote.session import HostSession, tail
 
 class Status(str, enum.Enum):
     OK = "ok"
-    CHANGED = "changed"
-    PENDING = "pending"      # under --check: would change
+    CHANGED = "changed"      # changed, and now as desired (serve's pre-flight: fxctl installed into the env)
+    PENDING = "pending"      # under --check: would change (serve start --check: what start would install)
     FAILED = "failed"
     SKIPPED = "skipped"
+    WARN = "warn"            # a check that holds with a caveat (serve's pre-flight: untested version, no md)
 
 
 class Recipe(Protocol):

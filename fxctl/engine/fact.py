@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any, ClassVar
 
 from fxctl.errors import FxError
@@ -12,11 +13,15 @@ class FactError(FxError):
     """A fact's command failed in a way its parser does not accept."""
 
 
+# ok_codes of a probe whose failure is itself the answer (the parser turns any exit code into a value)
+ANY_EXIT = range(256)
+
+
 class Fact:
     """Subclass with `command()` and a pure `parse(stdout)`; list in `ok_codes` the exit codes whose
     output is meaningful (e.g. `test -e` or `grep` that may exit 1)."""
 
-    ok_codes: ClassVar[tuple[int, ...]] = (0,)
+    ok_codes: ClassVar[Container[int]] = (0,)
     sudo: ClassVar[bool | None] = None
 
     def command(self) -> Command:

@@ -1,6 +1,6 @@
 """The versions fxctl is tested with, and the combinations known not to work (issue 27 #4).
 
-Pre-flight reads the serving env's distributions on each host (fxctl.serve.wheel.SOURCE_HASH) and judges
+Pre-flight reads the serving env's distributions on each host (fxctl.facts.serving.SOURCE_HASH) and judges
 them here: a known-bad combination is refused with its reason; a version other than the tested one warns
 (it may work, nobody here ran it); the tested one is ok. The same table is docs/serve.md's compatibility
 table (`fxctl serve compat` prints it) and `fxctl serve install-env` installs the CPU row.

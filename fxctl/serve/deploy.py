@@ -67,7 +67,7 @@ def router_plan(settings: ServeSettings, where: Where) -> InstancePlan:
 
 def check(settings: ServeSettings, where: Where) -> dict[str, HostOutcome]:
     """`serve start --check`: what start would find and do on each host, changing nothing there. The
-    pre-flight's checks, read only (what start would install is a "would fix" check, nothing is uploaded),
+    pre-flight's checks, read only (what start would install is a "pending" check, nothing is uploaded),
     the refusal start would make (an instance already running), and the router's host's checks."""
 
     def work(machine) -> HostStart:
@@ -109,7 +109,7 @@ def start(settings: ServeSettings, where: Where, *, ready_timeout: float = DEFAU
             checked = run_preflight(machine, settings, install=install, local=where.local)
             outcome.checks = checked.checks
             if not checked.ok:
-                failed = [c for c in checked.checks if c.status == "failed"]
+                failed = checked.failed
                 raise PreflightFailed(outcome, failed)
             effective = with_site_dir(settings, checked.site_dir)
         elif where.local:
@@ -152,7 +152,7 @@ def start_router(settings: ServeSettings, where: Where, outcomes: dict[str, Host
             router.check_router(machine, settings, router.workers_of(plan), checked)
             outcome.checks = checked.checks
             if not checked.ok:
-                raise PreflightFailed(outcome, [c for c in checked.checks if c.status == "failed"])
+                raise PreflightFailed(outcome, checked.failed)
         started: list[tuple[InstancePlan, str]] = []
         try:
             launch_in_order(machine, [plan], ready_timeout, outcome, started)

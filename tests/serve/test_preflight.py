@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fxctl.serve.preflight import count_gpus
+from fxctl.engine.fact import gather_facts
+from fxctl.facts.serving import count_gpus
 from tests.conftest import sim_serve_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +69,7 @@ def test_vllm_preflight_on_a_plain_disk_names_host_check_and_fix(tmp_path):
 def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_path):
     """Issue 14.4: an in-process tier left by an older fxctl is neither used silently nor touched."""
     from fxctl.remote.machine import LocalMachine
-    from fxctl.serve.preflight import Preflight, check_migration
+    from fxctl.serve.preflight import Preflight, host_facts, judge_migration
     from fxctl.serve.settings import settings_from
     from fxctl.sim.profile import load_profile
 
@@ -76,15 +77,21 @@ def test_upgrading_to_mp_mode_names_the_warm_in_process_tier_and_keeps_it(tmp_pa
     old.mkdir(parents=True)
     (old / "journal.0").write_bytes(b"warm")
     settings = settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), l2_dir=str(tmp_path))
+    def migration(settings, result):
+        facts = host_facts(settings, "local", None)
+        old = gather_facts(LocalMachine(), {"old tiers": facts["old tiers"]})["old tiers"] \
+            if "old tiers" in facts else None
+        judge_migration(settings, old, result)
+
     result = Preflight("local")
-    check_migration(LocalMachine(), settings, result)
+    migration(settings, result)
     (check,) = result.checks
     assert check.status == "warn" and f"{tmp_path}/main-0" in check.detail and "--lmcache-mode in-process" in check.fix
     assert (old / "journal.0").read_bytes() == b"warm"
     in_process = settings_from(load_profile("mi308x-qwen3-coder-480b-tp8"), l2_dir=str(tmp_path),
                                lmcache_mode="in-process")
     quiet = Preflight("local")
-    check_migration(LocalMachine(), in_process, quiet)
+    migration(in_process, quiet)
     assert quiet.checks == []
 
 

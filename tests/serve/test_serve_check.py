@@ -46,7 +46,7 @@ def test_check_changes_nothing_and_start_journals_its_commands(ssh_world, tmp_pa
     data = json.loads(checked.stdout)
     assert data["check"] is True and data["would_fail"] == []
     checks = {c["check"]: c for c in data["hosts"]["host0"]["checks"]}
-    assert checks["fxctl"]["status"] == "would fix" and "start would upload and unpack" in checks["fxctl"]["detail"]
+    assert checks["fxctl"]["status"] == "pending" and "start would upload and unpack" in checks["fxctl"]["detail"]
     assert [p["unit"] for p in data["instances"]] == ["fxctl-serve-chk-0"]
     assert not state.exists() and not l2.exists(), "start --check changed the host"
     commands = [e["command"] for e in RunJournal(Path(data["journal"])).entries()]

@@ -81,7 +81,7 @@ def test_an_installed_wheel_ships_itself_to_a_host_and_serves(installed, ssh_wor
         assert started.returncode == 0, started.stdout + started.stderr
         host = json.loads(started.stdout)["host0"]
         checks = {c["check"]: c for c in host["checks"]}
-        assert checks["fxctl"]["status"] == "fixed" and "unpacked fxctl-0.1.0-py3-none-any.whl" in \
+        assert checks["fxctl"]["status"] == "changed" and "unpacked fxctl-0.1.0-py3-none-any.whl" in \
             checks["fxctl"]["detail"], checks["fxctl"]
         # the wheel pre-flight pushed was packed from the installed distribution: same package as this checkout
         packed = list((tmp_path / "cache" / "fxctl" / "serve" / "wheels").glob("*/fxctl-*.whl"))
