@@ -297,11 +297,13 @@ def forward_command(app, host, name, index, local_port):
     from fxctl.remote.session import open_session
     from fxctl.serve.forward import PortForward
     from fxctl.serve.launch import saved_plans
+    from fxctl.serve.roles import Role
     from fxctl.serve.settings import REMOTE_STATE
 
     where, _ = resolve_where(app, (host,), False)
     with open_session(where.hosts[0]) as session:
-        plans = [p for p, _ in saved_plans(session, REMOTE_STATE, name) if p.index == index]
+        plans = [p for p, _ in saved_plans(session, REMOTE_STATE, name)
+                 if p.role == Role.ENGINE and p.index == index]
         if not plans:
             raise BadInput(f"{host}: no instance {index} of deployment {name!r}", "fxctl serve status")
         session.connection.open()

@@ -190,9 +190,10 @@ def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, ou
 
 
 def stop_order(saved: list[tuple[InstancePlan, str]]) -> list[tuple[InstancePlan, str]]:
-    """The router before the engines it sends to, engines before the LMCache server they use."""
-    rank = {Role.ROUTER: 0, Role.ENGINE: 1}
-    return sorted(saved, key=lambda item: (item[0].deployment, rank.get(item[0].role, 2), item[0].index))
+    """The router before the engines it sends to, engines before the Ray cluster they run on and the LMCache
+    server they use."""
+    rank = {Role.ROUTER: 0, Role.ENGINE: 1, Role.RAY_HEAD: 2, Role.RAY_WORKER: 3, Role.LMCACHE_SERVER: 4}
+    return sorted(saved, key=lambda item: (item[0].deployment, rank[item[0].role], item[0].index))
 
 
 def ship_profile(machine, settings: ServeSettings) -> ServeSettings:

@@ -19,7 +19,7 @@ from fxctl.poll import poll, until
 from fxctl.remote.command import Command, script, sh
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import PROMETHEUS_DIR, InstancePlan
-from fxctl.serve.roles import Role
+from fxctl.serve.roles import LISTING, Role
 
 LOG_TAIL = 30
 # LMCache's own line when it built the plugin, or the plugin's line once its store is open
@@ -376,7 +376,7 @@ def saved_plans(machine, state_dir: str, name: str | None = None) -> list[tuple[
         if chunk.strip():
             path, _, text = chunk.lstrip("\n").partition("\n")
             found.append(read_state(machine.name, path, text))
-    return sorted(found, key=lambda item: (item[0].deployment, item[0].index))
+    return sorted(found, key=lambda item: (item[0].deployment, LISTING[item[0].role], item[0].index))
 
 
 def read_state(host: str, path: str, text: str) -> tuple[InstancePlan, str]:

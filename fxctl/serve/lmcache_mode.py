@@ -28,7 +28,6 @@ from fxctl.kvtier.admission import DEFAULT_ADMISSION
 MODES = ("mp", "in-process")
 # ports of a deployment's LMCache server, from the first vLLM port P: ZMQ P+500, HTTP P+501, tier metrics P+502
 MP_PORT_OFFSET, HTTP_PORT_OFFSET, METRICS_PORT_OFFSET = 500, 501, 502
-SERVER_INDEX = -1          # the server's place among a deployment's plans (engines are 0..n-1)
 
 
 def lmcache_mode(settings) -> str | None:

@@ -32,7 +32,6 @@ from fxctl.serve.roles import RAY, Role
 from fxctl.serve.settings import ServeSettings
 from fxctl.serve.vllm_cpu_ray import SWITCH as CPU_RAY_SWITCH
 
-RAY_INDEX = -3               # a node's place among a deployment's plans (router -2, LMCache server -1, engines 0..)
 GCS_PORT_OFFSET = 700        # the head's GCS port: the deployment's port + 700
 CLIENT_PORT_OFFSET = 701     # the head's Ray client server
 AGENT_PORT_OFFSET = 710      # node i's dashboard agent: + 710 + i (two nodes may share a machine, as in the tests)
@@ -108,7 +107,7 @@ def node_plan(settings: ServeSettings, host: str, ip: str, index: int, head_ip: 
     directory = f"{settings.state_dir}/{settings.name}/ray-{index}"   # hosts may share a filesystem (tests)
     role = Role.RAY_HEAD if index == 0 else Role.RAY_WORKER
     return InstancePlan(
-        deployment=settings.name, index=RAY_INDEX, host=host, port=ports(settings, index)[0],
+        deployment=settings.name, index=index, host=host, port=ports(settings, index)[0],
         gpus=tuple(range(settings.tensor_parallel)) if settings.gpus_needed else (), env=node_env(settings, ip),
         argv=node_argv(settings, index, ip, head_ip), lmcache_config=None, config_path=None,
         log_path=f"{directory}/ray.log", state_path=f"{directory}/instance.json", data_dir=temp_dir(settings, index),

@@ -14,7 +14,6 @@ import yaml
 
 from fxctl.integrations.lmcache.config import lmcache_environment, render_lmcache_config
 from fxctl.serve.lmcache_mode import (
-    SERVER_INDEX,
     device_file,
     lmcache_mode,
     mp_kv_transfer_config,
@@ -46,7 +45,9 @@ class InstancePlan:
     """One serving process on one host."""
 
     deployment: str
-    index: int
+    index: int                          # its number among its role's processes in the deployment: engines
+                                        # 0..n-1, Ray nodes 0..m-1 (0: the head), the LMCache server and the
+                                        # router 0 (one each per host)
     host: str                           # inventory host name, or "local"
     port: int
     gpus: tuple[int, ...]
@@ -71,7 +72,10 @@ class InstancePlan:
 
     @property
     def id(self) -> str:
-        return f"{self.deployment}-{self.index}"
+        """deployment-3 for engine 3; deployment-router, deployment-lmcache-server, deployment-ray-head-0."""
+        if self.role == Role.ENGINE:
+            return f"{self.deployment}-{self.index}"
+        return f"{self.deployment}-{self.role}" + (f"-{self.index}" if self.role in RAY else "")
 
     def lmcache_yaml(self) -> str | None:
         if self.lmcache_config is None:
@@ -94,7 +98,7 @@ class InstancePlan:
 
     @classmethod
     def from_dict(cls, data: dict) -> InstancePlan:
-        return cls(deployment=data["deployment"], index=data["index"], host=data["host"], port=data["port"],
+        return cls(deployment=data["deployment"], index=index_of(data), host=data["host"], port=data["port"],
                    gpus=tuple(data["gpus"]), env=dict(data["env"]), argv=tuple(data["argv"]),
                    lmcache_config=data.get("lmcache_config"), config_path=data.get("config_path"),
                    log_path=data["log_path"], state_path=data["state_path"],
@@ -102,6 +106,16 @@ class InstancePlan:
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
                    role=Role(data.get("role", Role.ENGINE)), metrics_port=data.get("metrics_port", 0),
                    device_file=tuple(data["device_file"]) if data.get("device_file") else None)
+
+
+def index_of(data: dict) -> int:
+    """A state file's index; earlier fxctl builds wrote negative ones for the processes beside the engines
+    (the LMCache server -1, the router -2, every Ray node -3): a Ray node's own number is its unit's last part."""
+    index = data["index"]
+    if index >= 0:
+        return index
+    last = data["unit"].rsplit("-", 1)[-1]
+    return int(last) if data.get("role") in RAY and last.isdigit() else 0
 
 
 def visible_devices_env(vendor: str, gpus: tuple[int, ...]) -> dict[str, str]:
@@ -215,7 +229,7 @@ def server_plan(settings: ServeSettings, host: str) -> InstancePlan:
     env = {"PYTHONHASHSEED": "0", **server_environment(), **metrics_dir_env(directory),
            **({"PYTHONPATH": settings.site_dir} if settings.site_dir else {})}
     return InstancePlan(
-        deployment=settings.name, index=SERVER_INDEX, host=host, port=mp_ports(settings)[1], gpus=(), env=env,
+        deployment=settings.name, index=0, host=host, port=mp_ports(settings)[1], gpus=(), env=env,
         argv=server_argv(settings, l2_path), lmcache_config=None, config_path=None,
         log_path=f"{directory}/server.log", state_path=f"{directory}/instance.json", data_dir=l2_path,
         unit=f"fxctl-lmcache-{settings.name}", engine=settings.engine, offload=settings.offload,

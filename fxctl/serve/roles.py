@@ -16,3 +16,7 @@ class Role(StrEnum):
 
 
 RAY = (Role.RAY_HEAD, Role.RAY_WORKER)
+
+# where each role's processes are listed (serve status) among a deployment's: the cluster first, then what
+# stands in front of the engines, the engines last
+LISTING = {Role.RAY_HEAD: 0, Role.RAY_WORKER: 1, Role.ROUTER: 2, Role.LMCACHE_SERVER: 3, Role.ENGINE: 4}

@@ -25,7 +25,6 @@ from fxctl.serve.roles import Role
 from fxctl.serve.router_settings import PORT_OFFSET
 from fxctl.serve.settings import ServeSettings
 
-ROUTER_INDEX = -2            # the router's place among a deployment's plans (server -1, engines 0..n-1)
 ENTRY = ("-m", "vllm_router.launch_router")   # the console script's module: no path beside python to guess
 DIST = "vllm-router"
 # Runs on the host with the serving env's python: vllm_router imports, and its version
@@ -60,7 +59,7 @@ def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> Insta
             "--policy", settings.router.policy, "--prometheus-host", settings.metrics_address,
             "--prometheus-port", str(port + 1))
     return InstancePlan(
-        deployment=settings.name, index=ROUTER_INDEX, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
+        deployment=settings.name, index=0, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
         argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
         state_path=f"{directory}/instance.json", data_dir=directory, unit=f"fxctl-router-{settings.name}",
         engine=settings.engine, offload=settings.offload, role=Role.ROUTER, metrics_port=port + 1)

@@ -65,3 +65,33 @@ def test_a_newer_schema_is_refused_and_an_older_file_without_one_reads(started):
     with open(plan.state_path, "w") as out:   # what fxctl wrote before the schema field (data_dir was l2_path)
         json.dump({"mode": "process", "plan": {**old, "l2_path": plan.data_dir}}, out)
     assert [p for p, _ in saved_plans(machine, state_dir, "st")] == [plan]
+
+
+def test_every_process_has_its_number_among_its_role_and_an_id_of_its_own(tmp_path):
+    """No negative indices (issue 32 #3): engines 0..n-1, Ray nodes 0..m-1, the server and the router 0."""
+    from fxctl.serve import ray_cluster, router
+
+    def settings(name="dep", **more):
+        return settings_from(load_profile("cpu-tiny"), engine="vllm", l2_dir=str(tmp_path / "l2"),
+                             python="/usr/bin/python3", state_dir=str(tmp_path / "state"), name=name, **more)
+
+    plans = plan_instances(settings(instances=2), "local")
+    plans.append(router.plan_router(settings(instances=2), "local", ["http://127.0.0.1:8000"]))
+    plans += ray_cluster.plan_cluster(settings("ray", pipeline_parallel=2, offload="none"),
+                                      [("a", "10.0.0.1"), ("b", "10.0.0.2")])
+    assert all(p.index >= 0 for p in plans)
+    ids = [p.id for p in plans]
+    assert len(set(ids)) == len(ids)
+    assert set(ids) == {"dep-0", "dep-1", "dep-lmcache-server", "dep-router", "ray-ray-head-0", "ray-ray-worker-1",
+                        "ray-0"}
+
+
+def test_state_files_with_the_old_negative_indices_still_read(tmp_path):
+    from fxctl.serve.render import InstancePlan
+
+    settings = settings_from(load_profile("cpu-tiny"), engine="vllm", l2_dir=str(tmp_path / "l2"),
+                             python="/usr/bin/python3", state_dir=str(tmp_path / "state"), name="old")
+    server = plan_instances(settings, "local")[0]
+    assert InstancePlan.from_dict({**server.to_dict(), "index": -1}).index == 0
+    ray = {**server.to_dict(), "index": -3, "role": "ray-worker", "unit": "fxctl-ray-old-2"}
+    assert InstancePlan.from_dict(ray).index == 2 and InstancePlan.from_dict(ray).id == "old-ray-worker-2"
