@@ -59,12 +59,12 @@ def expected_vllm(settings) -> dict:
 
 def expected_lmcache(settings) -> dict:
     """What LMCache's parsers must read (its ports and the tier's directory are fxctl's own rendering)."""
-    l1 = settings.l1_bytes_per_instance * settings.instances
+    l1 = settings.l1_bytes_per_host
     common = {"mp.chunk_size": settings.chunk_size, "l1 MiB": round(l1 / MIB)}
     if settings.offload in LMCACHE_ADAPTER_OF:   # LMCache's own adapter (an anchor): its spec is LMCache's
         return common
     return {**common, "l2 adapter": f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
-            "l2_bytes": settings.l2_bytes_per_instance * settings.instances}
+            "l2_bytes": settings.l2_bytes_per_host}
 
 
 def mismatches(settings, case: dict, parsed: dict) -> list[str]:

@@ -64,10 +64,9 @@ def server_argv(settings, l2_path: str) -> tuple[str, ...]:
     """`lmcache server` with fxctl's tier (or, --offload lmcache-*, one of LMCache's own persistent adapters)
     as its L2 adapter and the host's L1 as its DRAM pool."""
     mp_port, http_port, metrics_port = mp_ports(settings)
-    l2_bytes = settings.l2_bytes_per_instance * settings.instances
     return tuple(lmcache_server.server_argv(
-        settings.python, mp_port, settings.l1_bytes_per_instance * settings.instances, l2_path,
-        l2_bytes, metrics_port if tier_metrics_port(settings) else 0, http_port=http_port,
+        settings.python, mp_port, settings.l1_bytes_per_host, l2_path,
+        settings.l2_bytes_per_host, metrics_port if tier_metrics_port(settings) else 0, http_port=http_port,
         chunk_size=settings.chunk_size, tier=tier_params(settings), adapter=lmcache_adapter(settings, l2_path),
         metrics_host=settings.metrics_address))
 
@@ -77,7 +76,7 @@ def lmcache_adapter(settings, l2_path: str) -> dict | None:
     kind = LMCACHE_ADAPTER_OF.get(settings.offload)
     if kind is None:
         return None
-    return lmcache_server.lmcache_adapter_spec(kind, l2_path, settings.l2_bytes_per_instance * settings.instances,
+    return lmcache_server.lmcache_adapter_spec(kind, l2_path, settings.l2_bytes_per_host,
                                                raw_block_slot(settings) if kind == "raw_block" else 0)
 
 

@@ -220,7 +220,7 @@ def judge_space(settings: ServeSettings, space: dict, result: Preflight) -> None
         result.add("space", Status.FAILED, f"df on {space['parent']} failed: {space['error']}", "check the mount")
         return
     free, held = space["free"], space["held"]   # what the instances' stores already hold counts as theirs
-    need = settings.l2_bytes_per_instance * settings.instances
+    need = settings.l2_bytes_per_host
     if settings.engine == "sim":
         need //= SIM_SCALE
     detail = f"{(free + held) / 1e9:.1f} GB available for L2, {need / 1e9:.1f} GB needed"

@@ -76,6 +76,16 @@ class ServeSettings:
     metrics_address: str = LOOPBACK     # where the tier's and the router's metrics listen (fxctl.serve.listen)
 
     @property
+    def l1_bytes_per_host(self) -> int:
+        """The host's DRAM pool: what --l1-size / serve.l1_size say (MP mode: the LMCache server's L1)."""
+        return self.l1_bytes_per_instance * self.instances
+
+    @property
+    def l2_bytes_per_host(self) -> int:
+        """The host's L2: what --l2-size / serve.l2_size say (MP mode: the LMCache server's L2 capacity)."""
+        return self.l2_bytes_per_instance * self.instances
+
+    @property
     def gpus_needed(self) -> int:
         return self.tensor_parallel * self.instances if self.engine == "vllm" and self.device != "cpu" else 0
 
