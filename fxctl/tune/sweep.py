@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
@@ -18,9 +18,9 @@ from fxctl.errors import BadInput
 from fxctl.loadgen.metrics import Limit, RequestRecord, parse_slo
 from fxctl.loadgen.workloads import WorkloadSpec
 from fxctl.tune.drivers import SimDriver, TrialLoad, UrlDriver, VirtualDriver
+from fxctl.tune.options import TARGETS, TuneOptions
 from fxctl.tune.profiles import parse_params, settings_key
 from fxctl.tune.search import (
-    DEFAULT_GRID,
     Observation,
     bracket_then_bisect,
     drive,
@@ -29,38 +29,6 @@ from fxctl.tune.search import (
     with_repeats,
 )
 from fxctl.tune.store import RunStore
-
-TARGETS = ("sim", "virtual", "url", "vllm")
-
-
-@dataclass
-class TuneOptions:
-    slo: str
-    target: str = "sim"
-    profile: str = "mi308x-qwen3-coder-480b-tp8"
-    url: str | None = None
-    workload: str = "cold-recovery"
-    params: list[str] = field(default_factory=list)
-    baseline: str | None = None
-    grid: bool = False
-    concurrencies: list[int] = field(default_factory=lambda: list(DEFAULT_GRID))
-    start: int = 4
-    requests_per_client: int = 4
-    time_scale: float = 0.005
-    clock: str = "model"
-    min_tokens: int | None = None
-    max_tokens: int | None = None
-    output_tokens: int | None = None
-    shared_prefix: float = 0.0
-    time_limit_s: float = 600.0
-    # target vllm: the real engine on this machine (fxctl serve --local)
-    python: str | None = None
-    model: str | None = None
-    l2_dir: str | None = None
-    # noise: measure a point up to `repeats` times while its decision is close (|margin| < repeat_within
-    # or runs on both sides of the SLO); the search sees medians (trials of repeats: kind search-r2, ...)
-    repeats: int = 1
-    repeat_within: float = 0.10
 
 
 def workload_of(options: TuneOptions, profile_path: Path | None) -> WorkloadSpec:
