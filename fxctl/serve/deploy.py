@@ -149,7 +149,7 @@ def start_router(settings: ServeSettings, where: Where, outcomes: dict[str, Host
         launch.ensure_not_running(machine, plan)
         if preflight:
             checked = Preflight(machine.name)
-            router.check_router(machine, settings, router.workers_of(plan), checked)
+            router.check_router(machine, settings, list(plan.router.workers), checked)
             outcome.checks = checked.checks
             if not checked.ok:
                 raise PreflightFailed(outcome, checked.failed)

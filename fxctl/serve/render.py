@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import yaml
 
@@ -41,6 +41,26 @@ VLLM_CPU_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 
 
 @dataclass(frozen=True)
+class RouterLine:
+    """What a router's launch line is made of: its state, kept in instance.json as data (its argv is made from
+    it, fxctl.serve.router.router_argv; nothing reads it back out of the argv)."""
+
+    python: str
+    port: int
+    workers: tuple[str, ...]
+    policy: str
+    metrics_host: str
+
+    @classmethod
+    def from_argv(cls, argv: tuple[str, ...]) -> RouterLine:
+        """A router's state file written before RouterLine existed: its argv is all there is."""
+        words = list(argv)
+        after = lambda flag: words[words.index(flag) + 1]  # noqa: E731
+        workers = tuple(words[words.index("--worker-urls") + 1:words.index("--policy")])
+        return cls(words[0], int(after("--port")), workers, after("--policy"), after("--prometheus-host"))
+
+
+@dataclass(frozen=True)
 class InstancePlan:
     """One serving process on one host."""
 
@@ -65,6 +85,7 @@ class InstancePlan:
     role: Role = Role.ENGINE
     metrics_port: int = 0               # where fxctl's tier exports Prometheus metrics (0: none)
     device_file: tuple[str, int] | None = None   # (path, bytes) made before start when missing: raw_block's device
+    router: RouterLine | None = None    # the router's: its workers and policy (role router only)
 
     @property
     def is_server(self) -> bool:
@@ -94,7 +115,8 @@ class InstancePlan:
                 "lmcache_config": self.lmcache_config, "log_path": self.log_path,
                 "state_path": self.state_path, "data_dir": self.data_dir, "offload": self.offload, "role": self.role,
                 "metrics_port": self.metrics_port,
-                **({"device_file": list(self.device_file)} if self.device_file else {})}
+                **({"device_file": list(self.device_file)} if self.device_file else {}),
+                **({"router": {**asdict(self.router), "workers": list(self.router.workers)}} if self.router else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> InstancePlan:
@@ -105,7 +127,14 @@ class InstancePlan:
                    data_dir=data["data_dir"] if "data_dir" in data else data["l2_path"],   # l2_path: before schema 1
                    unit=data["unit"], engine=data["engine"], offload=data.get("offload", "fxctl"),
                    role=Role(data.get("role", Role.ENGINE)), metrics_port=data.get("metrics_port", 0),
-                   device_file=tuple(data["device_file"]) if data.get("device_file") else None)
+                   device_file=tuple(data["device_file"]) if data.get("device_file") else None,
+                   router=router_of(data))
+
+
+def router_of(data: dict) -> RouterLine | None:
+    if data.get("router"):
+        return RouterLine(**{**data["router"], "workers": tuple(data["router"]["workers"])})
+    return RouterLine.from_argv(tuple(data["argv"])) if data.get("role") == Role.ROUTER else None
 
 
 def index_of(data: dict) -> int:

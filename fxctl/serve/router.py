@@ -17,10 +17,12 @@ It listens on all interfaces (it is THE endpoint); its metrics only on 127.0.0.1
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fxctl.engine.fact import gather_facts
 from fxctl.facts.serving import BusyPorts
 from fxctl.remote.command import sh
-from fxctl.serve.render import InstancePlan
+from fxctl.serve.render import InstancePlan, RouterLine
 from fxctl.serve.roles import Role
 from fxctl.serve.router_settings import PORT_OFFSET
 from fxctl.serve.settings import ServeSettings
@@ -52,41 +54,32 @@ def worker_urls(engines: list[InstancePlan], address_of) -> list[str]:
     return [worker_url(address_of(p.host), p.port) for p in engines if p.role == Role.ENGINE]
 
 
+def router_argv(line: RouterLine) -> tuple[str, ...]:
+    return (line.python, *ENTRY, "--host", "0.0.0.0", "--port", str(line.port), "--worker-urls", *line.workers,
+            "--policy", line.policy, "--prometheus-host", line.metrics_host, "--prometheus-port", str(line.port + 1))
+
+
 def plan_router(settings: ServeSettings, host: str, workers: list[str]) -> InstancePlan:
-    port = router_port(settings)
+    line = RouterLine(settings.python, router_port(settings), tuple(workers), settings.router.policy,
+                      settings.metrics_address)
     directory = f"{settings.state_dir}/{settings.name}/router"
-    argv = (settings.python, *ENTRY, "--host", "0.0.0.0", "--port", str(port), "--worker-urls", *workers,
-            "--policy", settings.router.policy, "--prometheus-host", settings.metrics_address,
-            "--prometheus-port", str(port + 1))
     return InstancePlan(
-        deployment=settings.name, index=0, host=host, port=port, gpus=(), env={"NO_COLOR": "1"},
-        argv=argv, lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
+        deployment=settings.name, index=0, host=host, port=line.port, gpus=(), env={"NO_COLOR": "1"},
+        argv=router_argv(line), lmcache_config=None, config_path=None, log_path=f"{directory}/router.log",
         state_path=f"{directory}/instance.json", data_dir=directory, unit=f"fxctl-router-{settings.name}",
-        engine=settings.engine, offload=settings.offload, role=Role.ROUTER, metrics_port=port + 1)
-
-
-def policy_of(plan: InstancePlan) -> str:
-    argv = list(plan.argv)
-    return argv[argv.index("--policy") + 1] if "--policy" in argv else "?"
-
-
-def workers_of(plan: InstancePlan) -> list[str]:
-    argv = list(plan.argv)
-    return argv[argv.index("--worker-urls") + 1:argv.index("--policy")]
+        engine=settings.engine, offload=settings.offload, role=Role.ROUTER, metrics_port=line.port + 1, router=line)
 
 
 def with_policy(plan: InstancePlan, policy: str) -> InstancePlan:
     """The same router with another policy (tune sweeps it; the workers and ports stay)."""
-    from dataclasses import replace
-
-    argv = list(plan.argv)
-    argv[argv.index("--policy") + 1] = policy
-    return replace(plan, argv=tuple(argv))
+    line = replace(plan.router, policy=policy)
+    return replace(plan, router=line, argv=router_argv(line))
 
 
 def describe(plan: InstancePlan) -> str:
     """What `serve start` reports in the router's tier column."""
-    return f"vllm-router, policy {policy_of(plan)}, {len(workers_of(plan))} workers: {' '.join(workers_of(plan))}"
+    line = plan.router
+    return f"vllm-router, policy {line.policy}, {len(line.workers)} workers: {' '.join(line.workers)}"
 
 
 # Runs on the router's host with its python3: GET <worker>/health for each URL in argv; print the ones that fail

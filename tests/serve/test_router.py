@@ -49,18 +49,18 @@ def test_golden_router_in_front_of_two_hosts():
     check_golden_file(GOLDEN, got)
     (last,) = [p for p in plans if p.role == "router"]
     assert plans[-1] is last and last.host == "gpu1"              # after every engine, on the first serving host
-    assert router.workers_of(last) == ["http://10.0.0.11:8000", "http://10.0.0.12:8000"]
-    assert router.policy_of(last) == DEFAULT_POLICY and last.port == 8080 and last.metrics_port == 8081
+    assert list(last.router.workers) == ["http://10.0.0.11:8000", "http://10.0.0.12:8000"]
+    assert last.router.policy == DEFAULT_POLICY and last.port == 8080 and last.metrics_port == 8081
 
 
 def test_router_host_port_and_policy_from_the_inventory():
     settings, where = two_hosts("  router: {host: edge, port: 9000, policy: round_robin}\n")
     plan = deploy.router_plan(settings, where)
-    assert (plan.host, plan.port, router.policy_of(plan)) == ("edge", 9000, "round_robin")
+    assert (plan.host, plan.port, plan.router.policy) == ("edge", 9000, "round_robin")
     assert [h.name for h in where.with_router().hosts] == ["gpu1", "gpu2", "edge"]   # status/stop look there too
     # the command line wins over the inventory
     settings, where = two_hosts("  router: {policy: round_robin}\n", router_policy="consistent_hash")
-    assert router.policy_of(deploy.router_plan(settings, where)) == "consistent_hash"
+    assert deploy.router_plan(settings, where).router.policy == "consistent_hash"
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -107,7 +107,7 @@ def test_when_a_router_is_deployed():
     assert not router.wanted(settings_from(profile, l2_dir="/tmp/l2", engine="sim", instances=2), 1)
     local = deploy.dry_run(settings_from(profile, l2_dir="/tmp/l2", instances=2), Where())
     assert [p.role for p in local] == ["lmcache-server", "engine", "engine", "router"]
-    assert router.workers_of(local[-1]) == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
+    assert list(local[-1].router.workers) == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
 
 
 def test_stop_order_router_first_server_last():
@@ -121,8 +121,21 @@ def test_with_policy_keeps_workers_and_ports():
     settings, where = two_hosts()
     plan = deploy.router_plan(settings, where)
     other = router.with_policy(plan, "round_robin")
-    assert router.policy_of(other) == "round_robin" and router.workers_of(other) == router.workers_of(plan)
+    assert other.router.policy == "round_robin" and other.router.workers == plan.router.workers
     assert other.port == plan.port and other.unit == plan.unit
+    assert other.argv == router.router_argv(other.router) and "round_robin" in other.argv   # argv made from it
+
+
+def test_the_routers_state_is_data_and_old_state_files_still_read():
+    from fxctl.serve.render import InstancePlan
+
+    settings, where = two_hosts()
+    plan = deploy.router_plan(settings, where)
+    saved = plan.to_dict()
+    assert saved["router"]["workers"] == list(plan.router.workers) and saved["router"]["policy"] == DEFAULT_POLICY
+    assert InstancePlan.from_dict(saved) == plan
+    before = {k: v for k, v in saved.items() if k != "router"}    # written before the router's state was data
+    assert InstancePlan.from_dict(before).router == plan.router
 
 
 VLLM_METRICS = """# TYPE vllm:request_success_total counter
