@@ -61,6 +61,9 @@ class Check:
     detail: str
     fix: str = ""
 
+    def __post_init__(self):
+        self.status = Status(self.status)   # "failed" from serve.compat's table is Status.FAILED
+
 
 @dataclass
 class Preflight:
@@ -78,7 +81,7 @@ class Preflight:
         return [c for c in self.checks if c.status == Status.FAILED]
 
     def add(self, check: str, status: Status | str, detail: str, fix: str = "") -> None:
-        self.checks.append(Check(self.host, check, Status(status), detail, fix))
+        self.checks.append(Check(self.host, check, status, detail, fix))
 
 
 def cpu_engine(settings: ServeSettings) -> bool:

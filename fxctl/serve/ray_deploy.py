@@ -13,6 +13,7 @@ checked: no process of the node (by its Ray temp dir) may be left.
 
 from __future__ import annotations
 
+from fxctl.engine.apply import Status
 from fxctl.errors import FxError
 from fxctl.poll import until
 from fxctl.remote.pool import HostOutcome
@@ -97,7 +98,7 @@ def preflight_all(settings: ServeSettings, where: Where, outcomes: dict[str, Hos
         site_dir, versions[host.name] = answers[host.name].value
     differ = ray_cluster.mismatches(versions)
     first = where.hosts[0].name
-    outcomes[first].checks.append(Check(first, "same versions", "failed" if differ else "ok",
+    outcomes[first].checks.append(Check(first, "same versions", Status.FAILED if differ else Status.OK,
                                         "; ".join(differ) or f"python, ray and vLLM alike on {len(versions)} hosts",
                                         "install the same serving env everywhere (fxctl serve install-env)"
                                         if differ else ""))
