@@ -18,7 +18,7 @@ from fxctl.errors import FxError
 from fxctl.poll import until
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster
-from fxctl.serve.deploy import HostStart, PreflightFailed, StartedInstance
+from fxctl.serve.deploy import WARM_UP_TIMEOUT_S, HostStart, PreflightFailed, StartedInstance
 from fxctl.serve.preflight import Check, run_preflight
 from fxctl.serve.render import InstancePlan
 from fxctl.serve.settings import ServeSettings, with_site_dir
@@ -119,11 +119,13 @@ def launch_on(where: Where, plans: list[InstancePlan], outcomes: dict[str, HostS
         started.append((plan, mode, Where([h for h in where.hosts if h.name == machine.name])))
         models: list[str] = []
         tier = f"Ray node ({plan.role}) at {plan.env.get('VLLM_HOST_IP')}, temp dir {plan.data_dir}"
-        if ready_timeout is not None:
+        warmed = ""
+        if ready_timeout is not None:   # vLLM on the head: ready, its tier, and its warm-up as a single host's
             models = launch.wait_ready(machine, plan, mode, ready_timeout)
             tier = launch.confirm_tier(machine, plan)
+            warmed = launch.warm_up(machine, plan, models[0], min(ready_timeout, WARM_UP_TIMEOUT_S)) if models else ""
         outcomes[machine.name].instances.append(StartedInstance(machine.name, plan.unit, plan.port, mode, models,
-                                                                tier, plan.shell_line(), plan.log_path))
+                                                                tier, plan.shell_line(), plan.log_path, warmed))
         return mode
 
     raise_failed(where.each(work))

@@ -74,6 +74,8 @@ def test_two_hosts_one_model_over_ray(two_hosts, serving_python, tiny_model, tmp
     assert "--address 127.0.0.2:9011" in worker["command_line"] and "127.0.0.3" in worker["command_line"]
     assert "--pipeline-parallel-size 2 --distributed-executor-backend ray" in engine["command_line"]
     assert engine["models"] == [tiny_model]
+    assert engine["warm_up"].startswith("warmed up: one streamed completion"), engine   # through both stages
+    assert head["warm_up"] == worker["warm_up"] == ""                                  # Ray nodes serve nothing
 
     status = json.loads(fxctl("-i", inventory, "serve", "status", "--name", NAME).stdout)["instances"]
     by_role = {s["role"]: s for s in status}
