@@ -237,10 +237,13 @@ def check_node(machine, settings: ServeSettings, result, index: int) -> dict | N
     fixed = ports(settings, index)
     busy = gather_facts(machine, {"ports": BusyPorts(tuple(fixed))})["ports"]
     taken = busy.get("busy", [])
-    result.add("ray ports", "failed" if taken else "warn" if "error" in busy else "ok",
-               f"port(s) {', '.join(map(str, taken))} in use" if taken else f"could not check {fixed}: "
-               f"{busy['error']}" if "error" in busy else f"{', '.join(map(str, fixed))} free",
-               "stop what listens there or pass --port" if taken else "")
+    if taken:
+        result.add("ray ports", "failed", f"port(s) {', '.join(map(str, taken))} in use",
+                   "stop what listens there or pass --port")
+    elif "error" in busy:
+        result.add("ray ports", "warn", f"could not check {fixed}: {busy['error']}")
+    else:
+        result.add("ray ports", "ok", f"{', '.join(map(str, fixed))} free")
     return facts
 
 
