@@ -244,7 +244,8 @@ class GpuCount(Fact):
 
 
 class PythonPlatform(Fact):
-    """The python's X.Y version and machine (which dependency wheels fit it): "3.11 x86_64", or None."""
+    """The python's X.Y version and machine (which dependency wheels fit it): {"version": "3.11", "machine":
+    "x86_64"}, or {"error": what the python said}."""
 
     ok_codes = ANY_EXIT
 
@@ -255,6 +256,8 @@ class PythonPlatform(Fact):
         return with_stderr(sh(self.python, "-c",
                               "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"))
 
-    def parse(self, stdout: str, exit_code: int = 0) -> tuple[str, str] | None:
+    def parse(self, stdout: str, exit_code: int = 0) -> dict:
         parts = stdout.split()
-        return (parts[0], parts[1]) if exit_code == 0 and len(parts) == 2 else None
+        if exit_code == 0 and len(parts) == 2:
+            return {"version": parts[0], "machine": parts[1]}
+        return {"error": tail(stdout, 2) or f"exit {exit_code}"}

@@ -87,10 +87,13 @@ def install_site(machine, settings: ServeSettings, result, stale: Stale, *, plan
         result.site_dir = path
         result.add("fxctl", Status.OK, f"fxctl + aiohttp on PYTHONPATH {path} are this checkout")
         return
-    if facts["platform"] is None:
-        result.add("fxctl", Status.FAILED, f"cannot read the version of {settings.python}", "check serve.python")
+    platform = facts["platform"]
+    if "error" in platform:
+        result.add("fxctl", Status.FAILED, f"cannot read the python version: {platform['error']}",
+                   "check serve.python")
         return
-    wheels = [w for w in wheel.dependency_wheels(*facts["platform"]) if not w.name.startswith("fxctl-")]
+    wheels = [w for w in wheel.dependency_wheels(platform["version"], platform["machine"])
+              if not w.name.startswith("fxctl-")]
     wanted = " ".join(sorted(w.name for w in wheels))
     fresh_deps = (facts["stamp"] or "").strip() != wanted
     pushed = ([*wheels] if fresh_deps else []) + [stale.built]

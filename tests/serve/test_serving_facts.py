@@ -43,7 +43,9 @@ def test_probes_turn_a_failed_tool_into_a_value_not_a_failed_reading():
         "missing": [], "versions": {"vllm": "0.32"}}
     assert MemAvailable().parse("MemTotal: 10 kB\nMemAvailable:    2048 kB\n") == 2048 * 1024
     assert MemAvailable().parse("", 1) is None
-    assert PythonPlatform("python3").parse("3.11 x86_64\n") == ("3.11", "x86_64")
+    assert PythonPlatform("python3").parse("3.11 x86_64\n") == {"version": "3.11", "machine": "x86_64"}
+    assert PythonPlatform("/x/python").parse("sh: 1: /x/python: not found\n", 127) == {
+        "error": "sh: 1: /x/python: not found"}
 
 
 def test_the_same_facts_read_here_for_real():
