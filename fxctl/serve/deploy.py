@@ -14,10 +14,10 @@ from fxctl.serve.preflight import Check, Preflight, run_preflight
 from fxctl.serve.render import InstancePlan, plan_instances
 from fxctl.serve.roles import RAY, Role
 from fxctl.serve.settings import ServeSettings, with_site_dir
+from fxctl.serve.warm_up import WARM_UP_TIMEOUT_S, warm_up
 from fxctl.serve.where import Where  # noqa: F401  (callers use deploy.Where)
 
 DEFAULT_READY_TIMEOUT_S = 600.0
-WARM_UP_TIMEOUT_S = 300.0   # the warm-up request after an engine is ready (launch.warm_up)
 
 
 def local_state_dir() -> str:
@@ -37,7 +37,7 @@ class StartedInstance:
     tier: str
     command_line: str
     log_path: str
-    warm_up: str = ""     # a vLLM engine: its warm-up request (launch.warm_up)
+    warm_up: str = ""     # a vLLM engine: its warm-up request (fxctl.serve.warm_up)
 
 
 @dataclass
@@ -184,7 +184,7 @@ def launch_in_order(machine, plans: list[InstancePlan], ready_timeout: float, ou
         for plan, mode in batch:
             models = launch.wait_ready(machine, plan, mode, ready_timeout)
             tier = launch.confirm_tier(machine, plan)
-            warmed = launch.warm_up(machine, plan, models[0], min(ready_timeout, WARM_UP_TIMEOUT_S)) if models else ""
+            warmed = warm_up(machine, plan, models[0], min(ready_timeout, WARM_UP_TIMEOUT_S)) if models else ""
             outcome.instances.append(StartedInstance(machine.name, plan.unit, plan.port, mode, models, tier,
                                                      plan.shell_line(), plan.log_path, warmed))
 

@@ -14,9 +14,10 @@ import json
 import re
 from dataclasses import dataclass
 
+from fxctl.engine.plan import Operation, run_operation
 from fxctl.errors import FxError
 from fxctl.poll import poll, until
-from fxctl.remote.command import Command, script, sh
+from fxctl.remote.command import Command, script, sh, write_file
 from fxctl.serve.lmcache_mode import LMCACHE_ADAPTER_OF
 from fxctl.serve.render import PROMETHEUS_DIR, InstancePlan
 from fxctl.serve.roles import LISTING, Role
@@ -45,26 +46,6 @@ for path in sys.argv[2:]:
         out[path] = {"status": 0, "body": type(e).__name__ + ": " + str(e)}
 print(json.dumps(out))
 """
-
-# Runs on the host: POST the JSON body argv[2] to argv[1]/v1/completions, print its seconds or its error as
-# one JSON line. argv: base URL, body, timeout.
-WARM_UP = r"""
-import json, sys, time, urllib.request
-request = urllib.request.Request(sys.argv[1] + "/v1/completions", sys.argv[2].encode(),
-                                 {"Content-Type": "application/json"})
-started = time.monotonic()
-try:
-    with urllib.request.urlopen(request, timeout=float(sys.argv[3])) as r:
-        r.read()
-    print(json.dumps({"seconds": round(time.monotonic() - started, 3)}))
-except Exception as e:
-    print(json.dumps({"error": type(e).__name__ + ": " + str(e)[:200]}))
-"""
-WARM_UP_TOKENS = 16
-# asked as clients ask: streamed, greedy, logprobs, exactly WARM_UP_TOKENS output tokens
-WARM_UP_BODY = {"prompt": "fxctl warm-up", "max_tokens": WARM_UP_TOKENS, "min_tokens": WARM_UP_TOKENS,
-                "ignore_eos": True, "temperature": 0, "logprobs": 1, "stream": True}
-
 
 @dataclass
 class InstanceStatus:
@@ -115,27 +96,38 @@ def pidfile_of(plan: InstancePlan) -> str:
     return plan.state_path.rsplit("/", 1)[0] + "/pid"
 
 
+def start_operation(plan: InstancePlan, mode: str) -> Operation:
+    """The commands that start one instance, in order (an operation, as provision's are): its folders, its
+    prometheus_client files emptied (its counters from 0), raw_block's device file (made once, never
+    shrunk or rewritten: it holds the KV), the LMCache config and the state file, the log (the previous one
+    kept as .1), then the launch, which returns at once."""
+    directory = plan.state_path.rsplit("/", 1)[0]
+    yield sh("mkdir", "-p", directory, plan.data_dir)
+    metrics_dir = f"{directory}/{PROMETHEUS_DIR}"
+    if plan.env.get("PROMETHEUS_MULTIPROC_DIR") == metrics_dir:
+        yield sh("rm", "-rf", metrics_dir).then(sh("mkdir", "-p", metrics_dir))
+    if plan.device_file:
+        path, size = plan.device_file
+        yield script('[ -e "$1" ] || truncate -s "$2" "$1"', path, str(size))
+    if plan.config_path and plan.lmcache_config is not None:
+        yield write_file(plan.config_path, plan.lmcache_yaml() or "", "0644")
+    state = {"schema": STATE_SCHEMA, "mode": mode, "plan": plan.to_dict()}
+    yield write_file(plan.state_path, json.dumps(state, indent=2) + "\n", "0644")
+    keep_previous_log = 'if [ -f "$1" ]; then mv -f "$1" "$1.1"; fi; : >"$1"'
+    yield sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path))
+    if mode == "systemd":
+        yield sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true"))
+    yield launch_command(plan, mode)
+    return None
+
+
 def start_instance(machine, plan: InstancePlan) -> str:
-    """Write the config and state, start the instance; returns the mode used (systemd | process)."""
+    """Start the instance (start_operation's commands, the first failure stops it); returns the mode used
+    (systemd | process)."""
     ensure_not_running(machine, plan)
     mode = "systemd" if has_systemd(machine) else "process"
-    directory = plan.state_path.rsplit("/", 1)[0]
-    machine.run(sh("mkdir", "-p", directory, plan.data_dir), check=True)
-    metrics_dir = f"{directory}/{PROMETHEUS_DIR}"   # the run's prometheus_client files: its counters from 0
-    if plan.env.get("PROMETHEUS_MULTIPROC_DIR") == metrics_dir:
-        machine.run(sh("rm", "-rf", metrics_dir).then(sh("mkdir", "-p", metrics_dir)), check=True)
-    if plan.device_file:   # raw_block's device: made once, never shrunk or rewritten (it holds the KV)
-        path, size = plan.device_file
-        machine.run(script('[ -e "$1" ] || truncate -s "$2" "$1"', path, str(size)), check=True)
-    if plan.config_path and plan.lmcache_config is not None:
-        machine.write_text(plan.config_path, plan.lmcache_yaml() or "")
-    state = {"schema": STATE_SCHEMA, "mode": mode, "plan": plan.to_dict()}
-    machine.write_text(plan.state_path, json.dumps(state, indent=2) + "\n")
-    keep_previous_log = 'if [ -f "$1" ]; then mv -f "$1" "$1.1"; fi; : >"$1"'
-    machine.run(sh("rm", "-f", pidfile_of(plan)).then(script(keep_previous_log, plan.log_path)), check=True)
-    if mode == "systemd":
-        machine.run(sh("systemctl", "reset-failed", plan.unit).quiet_errors().or_else(sh("true")))
-    machine.run(launch_command(plan, mode), check=True)
+    for command in run_operation(f"start {plan.unit}", start_operation(plan, mode)).commands:
+        machine.run(command, check=True)
     return mode
 
 
@@ -237,26 +229,6 @@ def wait_ready(machine, plan: InstancePlan, mode: str, timeout_s: float) -> list
                       f"{health.get('status') or health.get('body')}); last lines:\n"
                       f"{log_tail(machine, plan)}", "raise --ready-timeout, or see fxctl serve logs")
     return models
-
-
-def warm_up(machine, plan: InstancePlan, model: str, timeout_s: float) -> str:
-    """One completion on a vLLM engine that has just become ready, asked as clients ask (streamed, 16 output
-    tokens, logprobs): vLLM's first request after a start pays a one-off cost in its sampling path (1.8-2 s
-    on the CPU build, benchmarks/README.md, where a restart's time goes) that the first user's request would
-    pay otherwise. Its prompt is shorter than a KV chunk: LMCache stores nothing of it. What happened, for the
-    start's output; a failed warm-up does not fail the start (the engine answered /health)."""
-    if plan.role != Role.ENGINE or plan.engine != "vllm":
-        return ""
-    body = json.dumps({"model": model, **WARM_UP_BODY})
-    res = machine.run(sh("python3", "-c", WARM_UP, f"http://127.0.0.1:{plan.port}", body, f"{timeout_s:g}"),
-                      timeout=timeout_s + 30)
-    try:
-        answer = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        answer = {"error": res.tail(2) or f"exit {res.exit_code}"}
-    if "seconds" in answer:
-        return f"warmed up: one streamed completion ({WARM_UP_TOKENS} tokens, logprobs) in {answer['seconds']:.2f} s"
-    return f"warm-up request failed ({answer['error']}); the engine is ready, the first request may be slower"
 
 
 def confirm_tier(machine, plan: InstancePlan) -> str:

@@ -18,10 +18,11 @@ from fxctl.errors import FxError
 from fxctl.poll import until
 from fxctl.remote.pool import HostOutcome
 from fxctl.serve import launch, ray_cluster
-from fxctl.serve.deploy import WARM_UP_TIMEOUT_S, HostStart, PreflightFailed, StartedInstance
+from fxctl.serve.deploy import HostStart, PreflightFailed, StartedInstance
 from fxctl.serve.preflight import Check, run_preflight
 from fxctl.serve.render import InstancePlan
 from fxctl.serve.settings import ServeSettings, with_site_dir
+from fxctl.serve.warm_up import WARM_UP_TIMEOUT_S, warm_up
 from fxctl.serve.where import Where
 
 POLL_S = 2.0
@@ -123,7 +124,7 @@ def launch_on(where: Where, plans: list[InstancePlan], outcomes: dict[str, HostS
         if ready_timeout is not None:   # vLLM on the head: ready, its tier, and its warm-up as a single host's
             models = launch.wait_ready(machine, plan, mode, ready_timeout)
             tier = launch.confirm_tier(machine, plan)
-            warmed = launch.warm_up(machine, plan, models[0], min(ready_timeout, WARM_UP_TIMEOUT_S)) if models else ""
+            warmed = warm_up(machine, plan, models[0], min(ready_timeout, WARM_UP_TIMEOUT_S)) if models else ""
         outcomes[machine.name].instances.append(StartedInstance(machine.name, plan.unit, plan.port, mode, models,
                                                                 tier, plan.shell_line(), plan.log_path, warmed))
         return mode

@@ -121,7 +121,7 @@ def test_two_hosts_behind_the_router(two_hosts):
 
         status = json.loads(fxctl(inventory, "serve", "status").stdout)
         rows = {h["host"]: h for h in status["hosts"]}
-        # served since the engine started: the start's warm-up completion (launch.warm_up), then the load
+        # served since the engine started: the start's warm-up completion (fxctl.serve.warm_up), then the load
         assert {h: (r["engines"], r["ready"], r["served"]["requests"]) for h, r in rows.items()} == {
             "h0": (1, 1, 1 + aware.replicas[0]["requests"] + spread.replicas[0]["requests"]),
             "h1": (1, 1, 1 + aware.replicas[1]["requests"] + spread.replicas[1]["requests"])}
