@@ -73,3 +73,10 @@ def test_pre_flight_reads_a_host_in_one_batch_and_answers_in_provisions_words(tm
     assert {c.check: c.status for c in result.checks} == {
         "mount": Status.WARN, "space": Status.OK, "fxctl": Status.OK, "gpus": Status.OK, "ports": Status.OK}
     assert all(isinstance(c.status, Status) for c in result.checks)
+
+
+def test_a_check_made_from_a_word_holds_the_status_the_table_renders():
+    from fxctl.serve.preflight import Check
+
+    check = Check("host0", "same versions", "failed", "ray 2.9 vs 2.10")   # as ray_deploy and serve.compat say it
+    assert check.status is Status.FAILED and check.status.value == "failed"
