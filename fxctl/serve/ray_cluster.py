@@ -21,10 +21,11 @@ import hashlib
 import re
 from dataclasses import replace
 
-from fxctl.engine.fact import gather_facts
+from fxctl.engine.fact import ANY_EXIT, Fact, gather_facts
 from fxctl.errors import BadInput, FxError
-from fxctl.facts.serving import BusyPorts
+from fxctl.facts.serving import BusyPorts, with_stderr
 from fxctl.remote.command import Command, sh
+from fxctl.remote.session import tail
 from fxctl.serve import launch
 from fxctl.serve.launch import InstanceStatus
 from fxctl.serve.render import InstancePlan, plan_instances, visible_devices_env
@@ -205,9 +206,27 @@ def parse_versions(stdout: str) -> dict | None:
     import json
 
     try:
-        return json.loads(stdout.strip().splitlines()[-1])
+        found = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return None
+    return found if isinstance(found, dict) else None
+
+
+class NodeVersions(Fact):
+    """VERSIONS_PROBE in the serving env: the versions a Ray node must share and vLLM's platform plugins, or
+    {"error": what the python said}."""
+
+    ok_codes = ANY_EXIT
+
+    def __init__(self, python: str):
+        self.python = python
+
+    def command(self):
+        return with_stderr(sh(self.python, "-c", VERSIONS_PROBE))
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict:
+        found = parse_versions(stdout) if exit_code == 0 else None
+        return found if found is not None else {"error": tail(stdout, 2) or f"exit {exit_code}"}
 
 
 def check_node(machine, settings: ServeSettings, result, index: int) -> dict | None:
@@ -216,10 +235,12 @@ def check_node(machine, settings: ServeSettings, result, index: int) -> dict | N
     from fxctl.serve.preflight import KNOWN_GOOD_FLEET
     from fxctl.serve.vllm_cpu_ray import register
 
-    res = machine.run(sh(settings.python, "-c", VERSIONS_PROBE), timeout=60)
-    facts = parse_versions(res.stdout) if res.ok else None
-    if facts is None:
-        result.add("python:ray", "failed", f"{settings.python} cannot report ray's version: {res.tail(2)}",
+    fixed = ports(settings, index)
+    read = gather_facts(machine, {"versions": NodeVersions(settings.python), "ports": BusyPorts(tuple(fixed))},
+                        timeout=60)
+    facts, busy = read["versions"], read["ports"]
+    if "error" in facts:
+        result.add("python:ray", "failed", f"{settings.python} cannot report ray's version: {facts['error']}",
                    "fxctl serve install-env (CPU hosts) or pip install ray==" + KNOWN_GOOD_FLEET["ray"])
         return None
     good = KNOWN_GOOD_FLEET["ray"]
@@ -234,8 +255,6 @@ def check_node(machine, settings: ServeSettings, result, index: int) -> dict | N
         result.add("vllm platform plugin", "ok" if found else "failed",
                    f"{plugin} {'registered' if found else 'missing'} (vLLM on CPU with Ray as executor)",
                    "" if found else "let pre-flight install fxctl into the env (drop --no-install)")
-    fixed = ports(settings, index)
-    busy = gather_facts(machine, {"ports": BusyPorts(tuple(fixed))})["ports"]
     taken = busy.get("busy", [])
     if taken:
         result.add("ray ports", "failed", f"port(s) {', '.join(map(str, taken))} in use",

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fxctl.engine.fact import gather_facts
-from fxctl.facts.serving import BusyPorts
+from fxctl.engine.fact import ANY_EXIT, Fact, gather_facts
+from fxctl.facts.serving import BusyPorts, with_stderr
 from fxctl.remote.command import sh
+from fxctl.remote.session import tail
 from fxctl.serve.render import InstancePlan, RouterLine
 from fxctl.serve.roles import Role
 from fxctl.serve.router_settings import PORT_OFFSET
@@ -95,13 +96,46 @@ print("\n".join(bad))
 """
 
 
-def check_workers(machine, workers: list[str], result) -> None:
-    res = machine.run(sh("python3", "-c", UNREACHABLE, *workers), timeout=60)
-    bad = [line for line in res.stdout.splitlines() if line.strip()]
-    if res.ok and not bad:
-        result.add("router workers", "ok", f"{len(workers)} answer /health from {machine.name}")
+class Unreachable(Fact):
+    """The workers that do not answer /health from this host: {"bad": [...]}, or {"error": ...}."""
+
+    ok_codes = ANY_EXIT
+
+    def __init__(self, workers: tuple[str, ...]):
+        self.workers = workers
+
+    def command(self):
+        return with_stderr(sh("python3", "-c", UNREACHABLE, *self.workers))
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict:
+        if exit_code != 0:
+            return {"error": tail(stdout, 2) or f"exit {exit_code}"}
+        return {"bad": [line for line in stdout.splitlines() if line.strip()]}
+
+
+class RouterVersion(Fact):
+    """vllm-router's version in the serving env: {"version": ...}, or {"error": what the python said}."""
+
+    ok_codes = ANY_EXIT
+
+    def __init__(self, python: str):
+        self.python = python
+
+    def command(self):
+        return with_stderr(sh(self.python, "-c", VERSION_PROBE))
+
+    def parse(self, stdout: str, exit_code: int = 0) -> dict:
+        lines = stdout.strip().splitlines()
+        if exit_code == 0 and lines:
+            return {"version": lines[-1].strip()}
+        return {"error": tail(stdout, 1) or f"exit {exit_code}"}
+
+
+def judge_workers(host: str, workers: list[str], found: dict, result) -> None:
+    if found.get("bad") == []:
+        result.add("router workers", "ok", f"{len(workers)} answer /health from {host}")
     else:
-        result.add("router workers", "failed", f"from {machine.name}: {'; '.join(bad) or res.tail(2)}",
+        result.add("router workers", "failed", f"from {host}: {'; '.join(found.get('bad', [])) or found.get('error')}",
                    "the engines must listen on an address the router's host reaches (the inventory address of "
                    "their host); check routes and firewalls between the hosts")
 
@@ -117,18 +151,21 @@ def check_router(machine, settings: ServeSettings, workers: list[str], result) -
     from fxctl.serve.preflight import KNOWN_GOOD_FLEET
 
     good = KNOWN_GOOD_FLEET[DIST]
-    res = machine.run(sh(settings.python, "-c", VERSION_PROBE), timeout=60)
-    have = res.stdout.strip().splitlines()[-1] if res.ok and res.stdout.strip() else None
+    ports = [router_port(settings), router_port(settings) + 1]
+    wanted = {"version": RouterVersion(settings.python), "ports": BusyPorts(tuple(ports))}
+    if workers:   # none in start --check: the engines are not started yet
+        wanted["workers"] = Unreachable(tuple(workers))
+    read = gather_facts(machine, wanted, timeout=60)
+    have = read["version"].get("version")
     if have == good:
         result.add(f"python:{DIST}", "ok", f"{DIST} {have}")
     else:
-        result.add(f"python:{DIST}", "failed", f"{settings.python}: {DIST} {have or 'does not import: ' + res.tail(1)}"
-                   f", known good {good}", "fxctl serve install-env (CPU hosts) or "
-                   f"{settings.python} -m pip install {DIST}=={good}")
-    if workers:   # none in start --check: the engines are not started yet
-        check_workers(machine, workers, result)
-    ports = [router_port(settings), router_port(settings) + 1]
-    busy = gather_facts(machine, {"ports": BusyPorts(tuple(ports))})["ports"]
+        result.add(f"python:{DIST}", "failed", f"{settings.python}: {DIST} "
+                   f"{have or 'does not import: ' + read['version']['error']}, known good {good}",
+                   f"fxctl serve install-env (CPU hosts) or {settings.python} -m pip install {DIST}=={good}")
+    if workers:
+        judge_workers(machine.name, workers, read["workers"], result)
+    busy = read["ports"]
     if busy.get("busy"):
         result.add("router ports", "failed", f"port(s) {', '.join(map(str, busy['busy']))} already in use on "
                    f"{machine.name}", "stop what listens there or set serve.router.port")

@@ -188,3 +188,12 @@ def test_a_ray_deployment_needs_its_hosts():
 
     with pytest.raises(BadInput, match="one serving host per stage"):
         ray_deploy.start(settings("cpu-tiny", 2, 1), Where(), ready_timeout=1)
+
+
+def test_a_nodes_versions_or_what_its_python_said():
+    from fxctl.serve.ray_cluster import NodeVersions
+
+    said = '{"python": "3.11.2", "plugins": [], "ray": "2.49.0"}\n'
+    assert NodeVersions("py").parse(said) == {"python": "3.11.2", "plugins": [], "ray": "2.49.0"}
+    assert NodeVersions("py").parse("sh: 1: /env/bin/python: not found\n", 127) == {
+        "error": "sh: 1: /env/bin/python: not found"}

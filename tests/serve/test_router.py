@@ -14,6 +14,7 @@ from fxctl.errors import BadInput
 from fxctl.inventory import InventoryInvalid, load_inventory_text
 from fxctl.serve import deploy, router
 from fxctl.serve.launch import InstanceStatus
+from fxctl.serve.preflight import Preflight
 from fxctl.serve.replica_metrics import engine_counters, hit_rates, host_summaries, router_counters
 from fxctl.serve.router_settings import DEFAULT_POLICY, POLICIES
 from fxctl.serve.settings import settings_from
@@ -188,3 +189,15 @@ def test_serve_model_may_be_a_folder_on_the_hosts():
     assert inventory.serve.model == "/srv/models/tiny-llama"
     with pytest.raises(InventoryInvalid, match="absolute path of a model folder"):
         load_inventory_text(INVENTORY + "  model: /srv/../etc\n", "inv.yaml")
+
+
+def test_the_routers_pre_flight_facts_parse_what_the_host_said():
+    assert router.RouterVersion("py").parse("0.1.10\n") == {"version": "0.1.10"}
+    assert router.RouterVersion("py").parse("Traceback ...\nModuleNotFoundError: No module named 'vllm_router'\n",
+                                            1) == {"error": "ModuleNotFoundError: No module named 'vllm_router'"}
+    assert router.Unreachable(("http://a:1",)).parse("") == {"bad": []}
+    said = "http://a:1 (URLError: [Errno 111] Connection refused)\n"
+    assert router.Unreachable(("http://a:1",)).parse(said) == {"bad": [said.strip()]}
+    checked = Preflight("edge")
+    router.judge_workers("edge", ["http://a:1"], {"bad": [said.strip()]}, checked)
+    assert checked.failed and "Connection refused" in checked.failed[0].detail
