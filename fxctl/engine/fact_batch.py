@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import time
 
-from fxctl.remote.command import AsArgument, Command, mask_secrets, script
-from fxctl.remote.session import RunResult, tail
+from fxctl.remote.command import AsArgument, Command, script
+from fxctl.remote.session import RunResult, journal_result
 
 MARK = "@@fxctl-fact"
 TIMED_OUT = 124   # timeout(1)'s exit code, as the session reports a timeout
@@ -66,9 +66,5 @@ def run_batch(machine, commands: list[Command], timeout: float, sudo: bool | Non
     journal = getattr(machine, "journal", None)
     if journal:
         for command, result in zip(commands, results):
-            secrets = command.secrets()
-            journal.record(host=whole.host, command=result.command, exit_code=result.exit_code,
-                           duration_s=round(each, 3), timed_out=result.timed_out, batched=len(commands),
-                           stdout_tail=mask_secrets(tail(result.stdout), secrets),
-                           stderr_tail=mask_secrets(tail(result.stderr), secrets))
+            journal_result(journal, result, command, batched=len(commands))
     return results

@@ -24,6 +24,11 @@ def with_stderr(command: Command) -> Command:
     return Command((command, Raw("2>&1")), command.description)
 
 
+def failure(stdout: str, exit_code: int, lines: int = 2) -> dict:
+    """A probe's failed read as its value: what the tool said (its last lines), else its exit code."""
+    return {"error": tail(stdout, lines) or f"exit {exit_code}"}
+
+
 def _fields(stdout: str) -> dict[str, str]:
     """Lines 'key<TAB>value' -> {key: value} (the probes' output)."""
     return dict(line.split("\t", 1) for line in stdout.splitlines() if "\t" in line)
@@ -139,7 +144,7 @@ class PythonEnv(Fact):
         except ValueError:
             found = None
         if not isinstance(found, dict) or "versions" not in found:
-            return {"error": tail(stdout, 3) or f"exit {exit_code}"}
+            return failure(stdout, exit_code, 3)
         return found
 
 
@@ -211,7 +216,7 @@ class BusyPorts(Fact):
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict:
         if exit_code != 0:
-            return {"error": tail(stdout, 2) or f"exit {exit_code}"}
+            return failure(stdout, exit_code)
         return {"busy": [int(p) for p in stdout.split() if p.isdigit()]}
 
 
@@ -260,4 +265,4 @@ class PythonPlatform(Fact):
         parts = stdout.split()
         if exit_code == 0 and len(parts) == 2:
             return {"version": parts[0], "machine": parts[1]}
-        return {"error": tail(stdout, 2) or f"exit {exit_code}"}
+        return failure(stdout, exit_code)

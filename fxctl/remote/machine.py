@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from fxctl.remote.command import Command, mask_secrets
+from fxctl.remote.command import Command
 from fxctl.remote.journal import RunJournal
-from fxctl.remote.session import CommandFailed, RunResult, tail
+from fxctl.remote.session import CommandFailed, RunResult, journal_result
 
 LOCAL = "local"
 
@@ -61,11 +61,7 @@ class LocalMachine:
             err = f"(timed out after {timeout}s)"
         result = RunResult(LOCAL, command.masked(), code, out, err, time.monotonic() - start, timed_out)
         if self.journal and record:
-            secrets = command.secrets()
-            self.journal.record(host=LOCAL, command=result.command, exit_code=code,
-                                duration_s=round(result.duration_s, 3), timed_out=timed_out,
-                                stdout_tail=mask_secrets(tail(out), secrets),
-                                stderr_tail=mask_secrets(tail(err), secrets))
+            journal_result(self.journal, result, command)
         if check and not result.ok:
             raise CommandFailed(result)
         return result

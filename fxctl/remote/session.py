@@ -49,6 +49,16 @@ class RunResult:
         return f"{self.host}: `{self.command}` {what}" + (f": {last}" if last else "")
 
 
+def journal_result(journal: RunJournal, result: RunResult, command: Command, **extra) -> None:
+    """One command's entry in the run journal: its line as sent, exit code, time and output tails, secrets
+    masked (a host over SSH, this machine and each fact of a batch alike)."""
+    secrets = command.secrets()
+    journal.record(host=result.host, command=result.command, exit_code=result.exit_code,
+                   duration_s=round(result.duration_s, 3), timed_out=result.timed_out, **extra,
+                   stdout_tail=mask_secrets(tail(result.stdout), secrets),
+                   stderr_tail=mask_secrets(tail(result.stderr), secrets))
+
+
 def as_sent(command: Command, host: Host, sudo: bool | None = None) -> Command:
     """The command as sent to `host`: through `sudo -n sh -c` when the host needs sudo."""
     use_sudo = host.sudo if sudo is None else sudo
@@ -104,11 +114,7 @@ class HostSession:
             raise RemoteError(f"{self.host.name}: connection lost running `{command.masked()}`: {exc}") from None
         result = RunResult(self.host.name, sent.masked(), code, out, err, time.monotonic() - start, timed_out)
         if self.journal and record:
-            secrets = command.secrets()
-            self.journal.record(host=self.host.name, command=result.command, exit_code=code,
-                                duration_s=round(result.duration_s, 3), timed_out=timed_out,
-                                stdout_tail=mask_secrets(tail(out), secrets),
-                                stderr_tail=mask_secrets(tail(err), secrets))
+            journal_result(self.journal, result, command)
         if check and not result.ok:
             raise CommandFailed(result)
         return result

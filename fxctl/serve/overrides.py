@@ -14,12 +14,9 @@ from fxctl.serve.router_settings import POLICIES as ROUTER_POLICIES
 from fxctl.serve.settings import OFFLOADS
 
 
-def size_bytes(text: str) -> int:
+def positive_size(text: str) -> int:
     """--l1-size / --l2-size: '64GiB' -> bytes; ValueError for anything that is not a size above 0."""
-    try:
-        size = parse_size(text)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{text!r}: {exc}") from None
+    size = parse_size(text)
     if not size:
         raise ValueError(f"{text!r} is not a size like 64GiB")
     return size
@@ -50,8 +47,8 @@ class ServeOverrides:
                               default=None, min=1, max=65535)
     max_num_seqs: int | None = option("--max-num-seqs", "vLLM --max-num-seqs.", default=None, min=1, max=65536)
     l1_bytes: int | None = option("--l1-size", "DRAM tier per host (LMCache's CPU pool), e.g. 64GiB.",
-                                  default=None, parse=size_bytes)
-    l2_bytes: int | None = option("--l2-size", "L2 per host, e.g. 2TiB.", default=None, parse=size_bytes)
+                                  default=None, parse=positive_size)
+    l2_bytes: int | None = option("--l2-size", "L2 per host, e.g. 2TiB.", default=None, parse=positive_size)
     l2_dir: str | None = option("--l2-dir", "L2 directory on the array's mount (default: the inventory's "
                                 "serve.l2_dir, or <the host's array mount>/fxtier).", default=None)
     python: str | None = option("--python", "Python of the serving env (vllm is beside it).", default=None)

@@ -133,7 +133,8 @@ def run_preflight(machine, settings: ServeSettings, *, install: bool = True, loc
     local = local and wheel.checkout() is not None   # an installed fxctl is pushed into the env, as to hosts
     if local:  # this machine runs this checkout: the engine gets it on PYTHONPATH
         result.site_dir = str(wheel.IMPORT_ROOT)
-    facts = gather_facts(machine, host_facts(settings, machine.name, result.site_dir), timeout=PYTHON_TIMEOUT_S)
+    wanted = host_facts(settings, machine.name, result.site_dir)
+    facts = gather_facts(machine, wanted, timeout=PYTHON_TIMEOUT_S)
     judge_mount(settings, facts["mount"], result)
     judge_space(settings, facts["space"], result)
     stale = judge_python(settings, facts["python"], result, local=local)
@@ -153,16 +154,15 @@ def run_preflight(machine, settings: ServeSettings, *, install: bool = True, loc
     else:
         judge_gpus(settings, facts.get("gpus"), result)
     judge_migration(settings, facts.get("old tiers"), result)
-    judge_ports(settings, machine.name, facts["ports"], result)
+    judge_ports(wanted["ports"].ports, machine.name, facts["ports"], result)
     return result
 
 
-def judge_ports(settings: ServeSettings, host: str, found: dict, result: Preflight) -> None:
+def judge_ports(ports: tuple[int, ...], host: str, found: dict, result: Preflight) -> None:
     """Every port the deployment will listen on is free: a port another deployment serves would answer the
     readiness check for it, and the new one would never come up."""
-    ports = list(listen_ports(settings, host))
     if "error" in found:
-        result.add("ports", Status.WARN, f"could not check ports {ports}: {found['error']}",
+        result.add("ports", Status.WARN, f"could not check ports {list(ports)}: {found['error']}",
                    "check them by hand (ss -ltn)")
     elif found["busy"]:
         result.add("ports", Status.FAILED, f"port(s) {', '.join(map(str, found['busy']))} already in use on {host}",

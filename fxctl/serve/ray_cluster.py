@@ -23,9 +23,8 @@ from dataclasses import replace
 
 from fxctl.engine.fact import ANY_EXIT, Fact, gather_facts
 from fxctl.errors import BadInput, FxError
-from fxctl.facts.serving import BusyPorts, with_stderr
+from fxctl.facts.serving import BusyPorts, failure, with_stderr
 from fxctl.remote.command import Command, sh
-from fxctl.remote.session import tail
 from fxctl.serve import launch
 from fxctl.serve.launch import InstanceStatus
 from fxctl.serve.render import InstancePlan, plan_instances, visible_devices_env
@@ -226,7 +225,7 @@ class NodeVersions(Fact):
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict:
         found = parse_versions(stdout) if exit_code == 0 else None
-        return found if found is not None else {"error": tail(stdout, 2) or f"exit {exit_code}"}
+        return found if found is not None else failure(stdout, exit_code)
 
 
 def check_node(machine, settings: ServeSettings, result, index: int) -> dict | None:

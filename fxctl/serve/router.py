@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fxctl.engine.fact import ANY_EXIT, Fact, gather_facts
-from fxctl.facts.serving import BusyPorts, with_stderr
+from fxctl.facts.serving import BusyPorts, failure, with_stderr
 from fxctl.remote.command import sh
-from fxctl.remote.session import tail
 from fxctl.serve.render import InstancePlan, RouterLine
 from fxctl.serve.roles import Role
 from fxctl.serve.router_settings import PORT_OFFSET
@@ -109,7 +108,7 @@ class Unreachable(Fact):
 
     def parse(self, stdout: str, exit_code: int = 0) -> dict:
         if exit_code != 0:
-            return {"error": tail(stdout, 2) or f"exit {exit_code}"}
+            return failure(stdout, exit_code)
         return {"bad": [line for line in stdout.splitlines() if line.strip()]}
 
 
@@ -128,7 +127,7 @@ class RouterVersion(Fact):
         lines = stdout.strip().splitlines()
         if exit_code == 0 and lines:
             return {"version": lines[-1].strip()}
-        return {"error": tail(stdout, 1) or f"exit {exit_code}"}
+        return failure(stdout, exit_code, 1)
 
 
 def judge_workers(host: str, workers: list[str], found: dict, result) -> None:
